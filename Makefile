@@ -1,0 +1,46 @@
+# One command each: `make lab` (set up, fetch the model, start JupyterLab) and `make test`.
+# Both create .venv when missing and are fast the second time (a stamp file skips pip).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.specnotes-installed
+PORT   ?= 8888
+LAB_ARGS ?=
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# quiet progress bars and quick sizes for everything automated
+CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBACKEND=Agg \
+          PIP_DISABLE_PIP_VERSION_CHECK=1
+NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: install model lab test lint notebooks clean help
+help:
+	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
+	@echo "make test       set up, then ruff + pytest + every notebook through nbval (quick mode)"
+	@echo "make notebooks  re-run every notebook in full mode and save the outputs in place"
+
+$(STAMP): pyproject.toml .ci/constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt -e '.[dev]'
+	@touch $@
+
+install: $(STAMP)
+
+model: install
+	$(PY) -m specnotes fetch
+
+lab: model
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
+
+lint: install
+	$(PY) -m ruff check specnotes tests solutions tools conftest.py
+
+test: model lint
+	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL)
+
+notebooks: model
+	$(PY) tools/run_notebooks.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

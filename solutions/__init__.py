@@ -1,0 +1,1 @@
+"""Worked solutions to the notebooks' exercises, one module per notebook (nbNN.py)."""

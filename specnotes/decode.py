@@ -1,0 +1,133 @@
+"""Plain autoregressive decoding, one target pass per new token, with per-step timings and streaming.
+
+The baseline every speculative method is compared against (notebook 00 streams it; 01 and 07 time it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+
+@dataclass
+class PlainResult:
+    tokens: list[int]  # new tokens only, never the prompt
+    prefill_seconds: float  # the pass over the prompt, which also yields the first new token
+    step_seconds: np.ndarray  # (len(tokens) - 1,) one decode pass per further token
+    stopped_on_eos: bool
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Decode-only rate: tokens after the first, over the time of their passes."""
+        total = float(self.step_seconds.sum())
+        return len(self.step_seconds) / total if total > 0 else float("nan")
+
+
+def prompt_ids(tokenizer, text: str, chat: bool = True, device=None):
+    """(1, T) input ids for a user message, wrapped in the chat template when the model has one."""
+    if chat and getattr(tokenizer, "chat_template", None):
+        enc = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt"
+        )
+        ids = enc["input_ids"] if hasattr(enc, "keys") else enc
+    else:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    return ids.to(device) if device is not None else ids
+
+
+class TextStream:
+    """on_token callback that prints decoded text as it grows (decoding the whole tail each time
+    keeps multi-token characters and leading spaces right)."""
+
+    def __init__(self, tokenizer, end: str = "\n"):
+        self.tokenizer, self.end = tokenizer, end
+        self.tokens: list[int] = []
+        self.printed = ""
+
+    def __call__(self, token: int) -> None:
+        self.tokens.append(int(token))
+        text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+        if text.startswith(self.printed):
+            print(text[len(self.printed):], end="", flush=True)
+            self.printed = text
+
+    def close(self) -> None:
+        print(self.end, end="", flush=True)
+
+
+@cache
+def _cache_kwarg(model_class) -> str:
+    # transformers 5.x renamed the KV-cache argument from past_key_values to cache mid-series
+    params = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def forward_pass(model, input_ids, cache=None):
+    """One forward pass with a KV cache: returns ((1, T, V) logits, the updated cache)."""
+    out = model(input_ids, use_cache=True, **{_cache_kwarg(type(model)): cache})
+    new_cache = getattr(out, "cache", None)
+    return out.logits, (new_cache if new_cache is not None else out.past_key_values)
+
+
+def _sync(device) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = False,
+                   temperature: float = 1.0, seed: int | None = None,
+                   eos_token_id: int | None = None,
+                   on_token: Callable[[int], None] | None = None) -> PlainResult:
+    """Greedy or sampled decoding with a KV cache; input_ids is (1, T). Returns new tokens and timings."""
+    import torch
+
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. "
+                         "Batch > 1 is not supported here: decode one prompt at a time.")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    if do_sample and not temperature > 0:
+        raise ValueError(f"sampling needs temperature > 0, got {temperature}; "
+                         "use do_sample=False for greedy (the temperature -> 0 limit)")
+    device = input_ids.device
+    gen = None
+    if do_sample:
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed if seed is not None else torch.seed())
+
+    def pick(logits):
+        if not do_sample:
+            return int(logits.argmax(-1))
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=gen))
+
+    tokens, steps = [], []
+    stopped = False
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        logits, cache = forward_pass(model, input_ids)
+        token = pick(logits[0, -1])
+        _sync(device)
+        prefill = time.perf_counter() - t0
+        while True:
+            tokens.append(token)
+            if on_token is not None:
+                on_token(token)
+            if eos_token_id is not None and token == eos_token_id:
+                stopped = True
+                break
+            if len(tokens) >= max_new_tokens:
+                break
+            t0 = time.perf_counter()
+            logits, cache = forward_pass(model, torch.tensor([[token]], device=device), cache)
+            token = pick(logits[0, -1])
+            _sync(device)
+            steps.append(time.perf_counter() - t0)
+    return PlainResult(tokens, prefill, np.asarray(steps, dtype=float), stopped)

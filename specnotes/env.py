@@ -1,0 +1,118 @@
+"""Where the code is running: quick mode, device and dtype, versions, the environment check.
+
+Used by every notebook's first cells (00 prints it in full) and by the bench reports.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def quick_mode() -> bool:
+    """True when SPECNOTES_QUICK asks for the small, CI-sized run (same code, smaller sizes)."""
+    return os.environ.get("SPECNOTES_QUICK", "").strip().lower() in _TRUE
+
+
+def in_colab() -> bool:
+    """True inside a Google Colab runtime."""
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def default_device() -> str:
+    """'cuda' when a CUDA GPU is visible, else 'cpu' (MPS is opt-in: its kernels differ)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str):
+    """bf16 on GPUs that support it, fp32 elsewhere (CPU bf16 matmuls are slow)."""
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def version_of(package: str) -> str | None:
+    """Installed version of a distribution, or None when it is missing."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Environment:
+    python: str
+    platform: str
+    torch: str | None
+    transformers: str | None
+    numpy: str | None
+    device: str
+    device_name: str
+    dtype: str
+    threads: int
+    quick: bool
+    colab: bool
+    model_cache: str
+    model_cached: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def environment() -> Environment:
+    """Collect the facts every figure in the course is printed beside."""
+    import torch
+
+    from specnotes import models
+
+    device = default_device()
+    name = torch.cuda.get_device_name(0) if device == "cuda" else (platform.processor() or "cpu")
+    store = models.cache_state()
+    return Environment(
+        python=platform.python_version(),
+        platform=platform.platform(terse=True),
+        torch=version_of("torch"),
+        transformers=version_of("transformers"),
+        numpy=version_of("numpy"),
+        device=device,
+        device_name=name,
+        dtype=str(default_dtype(device)).removeprefix("torch."),
+        threads=torch.get_num_threads(),
+        quick=quick_mode(),
+        colab=in_colab(),
+        model_cache=str(store.path),
+        model_cached=store.ok,
+    )
+
+
+def setup(verbose: bool = True) -> Environment:
+    """Print the environment check (versions, device, dtype, threads, quick mode, model cache)."""
+    env = environment()
+    if verbose:
+        rows = [
+            ("python", f"{env.python} on {env.platform}"),
+            ("torch / transformers / numpy", f"{env.torch} / {env.transformers} / {env.numpy}"),
+            ("device", f"{env.device} ({env.device_name})"),
+            ("dtype", env.dtype),
+            ("CPU threads used by torch", str(env.threads)),
+            ("quick mode (SPECNOTES_QUICK)", "on" if env.quick else "off"),
+            ("model cache", f"{env.model_cache} [{'ready' if env.model_cached else 'not fetched yet'}]"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+        if env.colab and env.device != "cuda":
+            print(
+                "\nYou are on Colab without a GPU. Everything here runs on CPU, but for the timing "
+                "notebooks choose Runtime > Change runtime type > T4 GPU, then rerun from the top."
+            )
+    return env

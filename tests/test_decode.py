@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+import torch
+
+from specnotes import models
+from specnotes.decode import TextStream, plain_generate
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return models.tiny_llama(seed=0, vocab_size=128)
+
+
+def hf_greedy(model, ids, n):
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                         pad_token_id=model.config.pad_token_id, eos_token_id=None)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def test_plain_greedy_matches_transformers_generate(tiny):
+    ids = torch.tensor([[5, 9, 2, 77]])
+    result = plain_generate(tiny, ids, 16)
+    assert result.tokens == hf_greedy(tiny, ids, 16)
+    assert len(result.step_seconds) == 15 and np.all(result.step_seconds > 0)
+
+
+def test_plain_greedy_matches_a_cacheless_recomputation(tiny):
+    ids = torch.tensor([[5, 9, 2]])
+    tokens = plain_generate(tiny, ids, 8).tokens
+    seq = ids
+    for _ in range(8):  # the slow obvious way: rerun the whole sequence every step
+        nxt = tiny(seq).logits[0, -1].argmax()
+        seq = torch.cat([seq, nxt.view(1, 1)], dim=1)
+    assert tokens == seq[0, 3:].tolist()
+
+
+def test_generation_stops_on_eos_and_keeps_it(tiny):
+    ids = torch.tensor([[5, 9, 2, 77]])
+    free = plain_generate(tiny, ids, 12).tokens
+    eos = free[4]
+    stopped = plain_generate(tiny, ids, 12, eos_token_id=eos)
+    assert stopped.tokens == free[: free.index(eos) + 1] and stopped.stopped_on_eos
+
+
+def test_sampling_is_repeatable_by_seed_and_varies_across_seeds(tiny):
+    ids = torch.tensor([[1, 2, 3]])
+    a = plain_generate(tiny, ids, 20, do_sample=True, seed=7).tokens
+    b = plain_generate(tiny, ids, 20, do_sample=True, seed=7).tokens
+    c = plain_generate(tiny, ids, 20, do_sample=True, seed=8).tokens
+    assert a == b and a != c
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_new_tokens": 0}, "positive"),
+    ({"max_new_tokens": 4, "do_sample": True, "temperature": 0.0}, "temperature"),
+])
+def test_bad_arguments_raise_value_errors(tiny, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        plain_generate(tiny, torch.tensor([[1, 2]]), **kwargs)
+
+
+def test_batches_are_refused_with_a_clear_message(tiny):
+    with pytest.raises(ValueError, match="Batch"):
+        plain_generate(tiny, torch.tensor([[1, 2], [3, 4]]), 4)
+
+
+def test_text_stream_prints_the_decoded_text_once(real, capsys):
+    _, tokenizer = real
+    ids = tokenizer("Speculative decoding is exact.")["input_ids"]
+    stream = TextStream(tokenizer, end="")
+    for t in ids:
+        stream(t)
+    assert capsys.readouterr().out == tokenizer.decode(ids, skip_special_tokens=True)

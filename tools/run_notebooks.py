@@ -1,0 +1,57 @@
+"""Execute notebooks top to bottom and write their outputs in place, with cleaned metadata.
+
+`make notebooks` runs this in full mode to produce the committed outputs readers see on GitHub.
+Usage: python tools/run_notebooks.py [notebooks/NN_name.ipynb ...]  (default: all of notebooks/)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+KEEP_NOTEBOOK_META = {"kernelspec", "language_info"}
+
+
+def clean(nb) -> None:
+    """Drop per-run noise (timestamps, widget state, collapsed flags) so diffs show content only."""
+    nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_NOTEBOOK_META}
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                 "name": "python3"}
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags")
+        cell.metadata = {"tags": tags} if tags else {}
+
+
+def run(path: Path, timeout: int = 1800) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    clean(nb)
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    failed = 0
+    for path in paths:
+        try:
+            seconds = run(path)
+            print(f"{path.name}: {seconds:.0f} s")
+        except CellExecutionError as exc:
+            failed += 1
+            print(f"{path.name}: FAILED\n{str(exc)[:2000]}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
