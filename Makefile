@@ -9,6 +9,12 @@ PORT   ?= 8888
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# CI (CI=true) gets quiet progress bars for every step, the model fetch included
+ifdef CI
+export TQDM_DISABLE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+endif
+
 # quiet progress bars and quick sizes for everything automated
 CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBACKEND=Agg \
           PIP_DISABLE_PIP_VERSION_CHECK=1
