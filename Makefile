@@ -20,11 +20,12 @@ CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBAC
           PIP_DISABLE_PIP_VERSION_CHECK=1
 NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install model lab test lint notebooks clean help
+.PHONY: install model lab test lint notebooks bench clean help
 help:
 	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
 	@echo "make test       set up, then ruff + pytest + every notebook through nbval (quick mode)"
 	@echo "make notebooks  re-run every notebook in full mode and save the outputs in place"
+	@echo "make bench      run the benchmarks and write reports to bench/ (SPECNOTES_QUICK=1 for a short run)"
 
 $(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +48,9 @@ test: model lint
 
 notebooks: model
 	$(PY) tools/run_notebooks.py
+
+bench: install
+	$(PY) tools/bench_toy.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -11,7 +11,7 @@ from specnotes.env import quick_mode, setup
 __version__ = "0.1.0"
 __all__ = ["quick_mode", "setup", "__version__"]
 
-_SUBMODULES = {"decode", "env", "exercises", "models", "viz"}
+_SUBMODULES = {"bugzoo", "decode", "env", "exercises", "models", "rules", "toy", "viz"}
 
 
 def __getattr__(name):

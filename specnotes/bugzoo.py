@@ -1,0 +1,148 @@
+"""The bug zoo: real-world speculative-sampling bugs, each planted as a one-change variant of the exact round.
+
+Notebook 04 runs every one through the same checks as the exact rule and shows each one caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from specnotes import rules
+from specnotes.toy import (
+    Table,
+    compare,
+    exact_distribution,
+    exact_round,
+    rejection_round,
+    sample_speculative,
+    target_residual_round,
+)
+
+FLAG_P = 1e-6  # chi-square p-value below which a sampler is called biased (false alarms: 1 in a million)
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    what: str  # the mistake, in one sentence
+    seen_in: str  # where something like it shipped or was reported
+    check: str  # "distribution" (chi-square against the exact answer) or "invariant" (bookkeeping)
+    round: Callable  # (P, Q, prev, k, rng) -> (block, n_emit, n_acc), like toy.exact_round
+
+
+# Each bug is the exact round with one piece swapped; read them side by side with toy.rejection_round.
+
+
+def _reseed_round(P, Q, prev, k, rng):
+    # torch.manual_seed(seed) inside the acceptance loop: the same uniform at every position and round
+    same = np.random.default_rng(1234).random()
+    return rejection_round(P, Q, prev, k, rng, u_accept=lambda u: np.full((len(u), k), same))
+
+
+def _argmax_draft_round(P, Q, prev, k, rng):
+    # the draft takes its argmax, but the verifier is still handed the full softmax as q
+    greedy = Q.argmax(axis=1)
+    return rejection_round(P, Q, prev, k, rng, pick=lambda ctx, u: greedy[ctx])
+
+
+def _shared_stream_round(P, Q, prev, k, rng):
+    # the verifier reuses the uniforms that the draft consumed to sample its tokens
+    return rejection_round(P, Q, prev, k, rng, u_accept=lambda u: u[:, :k])
+
+
+LENIENCE = 0.5
+
+
+def _lenience_round(P, Q, prev, k, rng):
+    # accept with min(1, p / (lenience * q)) and take the residual against lenience * q
+    lenient_q = LENIENCE * Q
+    return rejection_round(P, Q, prev, k, rng, accept=rules.acceptance_probability(P, lenient_q),
+                           fix=rules.residual(P, lenient_q))
+
+
+def _typical_round(P, Q, prev, k, rng, epsilon=0.3, delta=0.09):
+    # keep any draft the target finds "typical enough"; q is never consulted; replace from p
+    entropy = -(P * np.log(np.clip(P, 1e-300, None))).sum(axis=1, keepdims=True)
+    typical = (P > np.minimum(epsilon, delta * np.exp(-entropy))).astype(float)
+    return rejection_round(P, Q, prev, k, rng, accept=typical, fix=P)
+
+
+def _no_bonus_round(P, Q, prev, k, rng):
+    # when every draft passes, drop the free token the target pass already computed
+    block, n_emit, n_acc = exact_round(P, Q, prev, k, rng)
+    return block, np.where(n_acc == k, k, n_emit), n_acc
+
+
+def _unnormalized_residual_round(P, Q, prev, k, rng):
+    # sample max(0, p - q) without dividing by its mass: leftover u falls on the last token
+    raw = np.maximum(P - Q, 0.0)
+    return rejection_round(P, Q, prev, k, rng, fix=Table(np.concatenate([raw, P]), normalized=False))
+
+
+ZOO: tuple[Bug, ...] = (
+    Bug("reseed-per-position",
+        "The RNG is reseeded with a fixed seed inside the acceptance loop, so every accept test "
+        "uses the same uniform number.",
+        "feifeibear/LLMSpeculativeSampling (torch.manual_seed inside the loop when random_seed is set)",
+        "distribution", _reseed_round),
+    Bug("argmax-draft-softmax-q",
+        "Drafts are the draft model's argmax, but the accept test divides by its full softmax q: "
+        "q is not the distribution the draft was sampled from.",
+        "romsto/Speculative-Decoding (GreedyProcessor); transformers #32867 and #47932",
+        "distribution", _argmax_draft_round),
+    Bug("shared-random-stream",
+        "The verifier's accept uniforms are the same numbers the draft used to sample its tokens.",
+        "vLLM PR #54282 (draft Gumbel noise shared the verifier's Philox stream)",
+        "distribution", _shared_stream_round),
+    Bug("lenience",
+        f"q is scaled by a lenience factor ({LENIENCE}) before the accept test, trading exactness "
+        "for acceptance.",
+        "lucidrains/speculative-decoding (lenience != 1)",
+        "distribution", _lenience_round),
+    Bug("typical-acceptance",
+        "A draft is kept when p(x) exceeds min(0.3, 0.09 exp(-H(p))); q is never consulted, "
+        "so it is lossy by design.",
+        "Medusa (typical acceptance); vLLM #8639",
+        "distribution", _typical_round),
+    Bug("missing-bonus-token",
+        "When all k drafts pass, the round drops the extra token the target pass already computed. "
+        "The text is still exact; the speed is not.",
+        "a classic off-by-one in hand-written loops (the bonus is sampled outside the rejection sampler "
+        "in vLLM)",
+        "invariant", _no_bonus_round),
+    Bug("unnormalized-residual",
+        "The residual max(0, p - q) is sampled without dividing by its mass, so the leftover "
+        "probability falls on the last token.",
+        "a recurring hand-rolled sampler slip (torch.multinomial renormalizes silently; inverse-CDF "
+        "code does not)",
+        "distribution", _unnormalized_residual_round),
+    Bug("target-residual",
+        "After a rejection the replacement is sampled from p itself instead of the residual, "
+        "giving over-proposed tokens a second chance.",
+        "the seed article's 'naive' fallback; romsto's skip_sample_adjustment",
+        "distribution", target_residual_round),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rule: str
+    check: str
+    tv: float
+    p_value: float
+    invariant_ok: bool
+    flagged: bool
+
+
+def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "distribution") -> Verdict:
+    """Run a rule through both checks: chi-square against the exact answer, and the round invariant
+    (every round emits accepted + 1 tokens). Flagged when either fails."""
+    rng = np.random.default_rng(seed)
+    samples, st = sample_speculative(P, Q, n, length, k, rng, rule=rule)
+    tv, p_value = compare(samples, exact_distribution(P, length))
+    invariant_ok = st.emitted == st.accepted + st.rounds
+    name = rule if isinstance(rule, str) else getattr(rule, "__name__", "custom")
+    return Verdict(name, check, tv, p_value, invariant_ok, bool(p_value < FLAG_P or not invariant_ok))
