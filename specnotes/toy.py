@@ -311,7 +311,9 @@ def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> 
 
         def walk(drafted, prob):  # every draft so far was accepted, with probability prob
             ctx = drafted[-1] if drafted else prev
-            if len(drafted) == k:  # all accepted: the bonus token comes from the target's row
+            # all accepted: the bonus token comes from the target's row. Drafts past `remaining`
+            # cannot change the tokens we keep, so the walk stops there too (same distribution).
+            if len(drafted) == k or len(drafted) >= remaining:
                 for y in range(V):
                     emit(prob * P[ctx, y], drafted + [y])
                 return
@@ -360,3 +362,27 @@ def compare(samples, exact):
         return float(tv), 1.0
     stat = ((obs - exp) ** 2 / exp).sum()
     return float(tv), float(sps.chi2.sf(stat, obs.size - 1))
+
+
+def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
+    """(vocab,) how often each token appears, averaged over positions, under a sequence distribution."""
+    seqs = np.indices((vocab,) * length).reshape(length, -1).T  # lexicographic, like exact_distribution
+    counts = np.stack([(seqs == v).sum(axis=1) for v in range(vocab)], axis=1) / length
+    return np.asarray(dist, dtype=np.float64) @ counts
+
+
+def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):
+    """{sampler: (len(ns), 2) array of (tv, p_value)} for each sample size, sampled afresh per N."""
+    exact = exact_distribution(P, length)
+    out = {}
+    for name in samplers:
+        rows = []
+        for n in ns:
+            rng = np.random.default_rng([seed, int(n)])
+            if name == "target":
+                samples = sample_target(P, int(n), length, rng)
+            else:
+                samples = sample_speculative(P, Q, int(n), length, k, rng, rule=name)[0]
+            rows.append(compare(samples, exact))
+        out[name] = np.array(rows)
+    return out

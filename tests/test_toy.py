@@ -122,3 +122,10 @@ def test_chunking_does_not_change_the_statistics(monkeypatch):
     samples, st = toy.sample_speculative(P, Q, 5500, 4, 3, np.random.default_rng(3))
     assert samples.shape == (5500, 4) and st.target_calls.min() >= 1
     assert toy.compare(samples, EXACT)[1] > 1e-6
+
+
+def test_enumeration_covers_full_rounds_with_bonus_tokens():
+    # length 6 with k = 2 and k = 5: rounds that accept everything and continue from the bonus token
+    exact6 = toy.exact_distribution(P, 6)
+    for k in (2, 5):
+        np.testing.assert_allclose(toy.speculative_distribution(P, Q, 6, k), exact6, atol=1e-15)
