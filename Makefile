@@ -6,6 +6,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specnotes-installed
 PORT   ?= 8888
+# where Linux finds the CPU build of torch; only torch is looked up there
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 LAB_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -29,6 +31,8 @@ help:
 
 $(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --retries 1 -c .ci/constraints.txt \
+		--extra-index-url $(TORCH_INDEX) torch
 	$(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt -e '.[dev]'
 	@touch $@
 
@@ -38,7 +42,8 @@ model: install
 	$(PY) -m specnotes fetch
 
 lab: model
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+		--port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 lint: install
 	$(PY) -m ruff check specnotes tests solutions tools conftest.py

@@ -11,7 +11,9 @@ from specnotes.env import quick_mode, setup
 __version__ = "0.1.0"
 __all__ = ["quick_mode", "setup", "__version__"]
 
-_SUBMODULES = {"bugzoo", "decode", "env", "exercises", "models", "rules", "toy", "viz"}
+_SUBMODULES = {
+    "bugzoo", "decode", "env", "exercises", "models", "rules", "theory", "toy", "viz", "widgets",
+}
 
 
 def __getattr__(name):

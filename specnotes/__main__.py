@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fetch", help="download and convert the offline model into the cache")
     f.add_argument("name", nargs="?", default=None, help="catalog name (default: smollm2-135m)")
     f.add_argument("--force", action="store_true", help="rebuild even when the cache is sound")
+    f.add_argument("--verify", action="store_true", help="also recompute every file's sha256")
     sub.add_parser("info", help="print versions, device, threads, quick mode and the cache state")
     args = parser.parse_args(argv)
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "fetch":
         try:
-            path = models.fetch(args.name or models.DEFAULT, force=args.force)
+            path = models.fetch(args.name or models.DEFAULT, force=args.force, verify=args.verify)
         except (ValueError, models.CorruptCacheError) as exc:
             print(f"specnotes fetch failed: {exc}", file=sys.stderr)
             return 1

@@ -52,6 +52,8 @@ class TextStream:
     def __call__(self, token: int) -> None:
         self.tokens.append(int(token))
         text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+        if text.endswith("\ufffd"):
+            return  # a character split across tokens: wait for the rest of its bytes
         if text.startswith(self.printed):
             print(text[len(self.printed):], end="", flush=True)
             self.printed = text
@@ -100,7 +102,10 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     gen = None
     if do_sample:
         gen = torch.Generator(device=device)
-        gen.manual_seed(seed if seed is not None else torch.seed())
+        if seed is None:
+            gen.seed()  # fresh entropy for this generator only; the global RNG is left alone
+        else:
+            gen.manual_seed(seed)
 
     def pick(logits):
         if not do_sample:

@@ -32,11 +32,16 @@ def default_device() -> str:
 
 
 def default_dtype(device: str):
-    """bf16 on GPUs that support it, fp32 elsewhere (CPU bf16 matmuls are slow)."""
+    """bf16 on GPUs with native bf16 (Ampere and newer), fp16 on older ones such as Colab's T4,
+    fp32 on CPU (CPU half-precision matmuls are slow)."""
     import torch
 
-    if str(device).startswith("cuda") and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
+    if str(device).startswith("cuda"):
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.4 has no emulation flag; ask the hardware generation instead
+            native = torch.cuda.get_device_capability()[0] >= 8
+        return torch.bfloat16 if native else torch.float16
     return torch.float32
 
 

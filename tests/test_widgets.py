@@ -1,0 +1,51 @@
+"""The speedup explorer: its pure view over the whole slider grid, drawing at the grid's edges,
+and the widget itself, built headless, answering slider moves."""
+
+import itertools
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from specnotes import theory, viz, widgets
+
+HEATMAP = viz.best_k_grid()
+
+
+def test_view_is_consistent_over_the_full_slider_grid():
+    for alpha, k, c in itertools.product(viz.ALPHA_GRID, viz.K_GRID, viz.C_GRID):
+        view = viz.speedup_view(alpha, int(k), c)
+        assert view.best_speedup == view.speedups.max()
+        assert view.speedups[view.best_k - 1] == view.best_speedup
+        assert view.speedup_at_k == pytest.approx(view.speedups[k - 1], rel=1e-12)
+        assert np.all(np.diff(view.tokens) >= 0) and view.tokens[-1] <= view.ceiling + 1e-9
+        assert f"k={view.best_k}" in view.readout
+
+
+@pytest.mark.parametrize("alpha, k, c", list(itertools.product([0.0, 0.5, 0.99], [1, 16], [0.0, 1.0]))
+                         + [(0.8, 4, 0.05)])
+def test_drawing_works_at_the_edges_of_the_grid(alpha, k, c):
+    fig = viz.draw_speedup(viz.speedup_view(alpha, k, c), alpha, c, heatmap=HEATMAP)
+    assert len(fig.axes) == 4  # three panels and the colorbar
+    plt.close(fig)
+
+
+def test_heatmap_shows_speculation_pays_only_when_alpha_exceeds_c():
+    best_k, best_speedup = HEATMAP
+    alphas, cs = np.meshgrid(viz.ALPHA_GRID, viz.C_GRID)
+    pays = best_speedup > 1 + 1e-12
+    assert np.array_equal(pays, alphas > cs + 1e-12)
+    assert best_k.shape == (len(viz.C_GRID), len(viz.ALPHA_GRID))
+
+
+def test_explorer_builds_headless_and_reacts_to_sliders():
+    box = widgets.speedup_explorer(alpha=0.8, k=4, c=0.05)
+    before = box.readout.value
+    assert "best k=8" in before
+    box.sliders["alpha"].value = 0.5
+    box.sliders["c"].value = 0.2
+    after = box.readout.value
+    assert after != before and "best k=1" in after
+    box.sliders["k"].value = 8
+    assert "SLOWER" in box.readout.value  # 0.77x: the seed's loss case
+    assert theory.speedup(0.5, 8, 0.2) < 1
