@@ -412,6 +412,30 @@ def _load_hub(name: str, device: str, dtype):
         raise offline from exc
 
 
+def truncated(model, n_layers: int):
+    """A model that runs only the first n_layers of `model` and then its final norm and LM head,
+    sharing every weight (no copy): the cheapest self-draft, and where early exit starts (06)."""
+    import copy
+
+    import torch
+
+    total = model.config.num_hidden_layers
+    if not isinstance(n_layers, int) or not 1 <= n_layers <= total:
+        raise ValueError(f"n_layers must be an int in 1..{total}, got {n_layers!r}")
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = n_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = list(config.layer_types)[:n_layers]
+    with torch.device("meta"):
+        small = type(model)(config)
+    small.model.embed_tokens = model.model.embed_tokens
+    small.model.layers = torch.nn.ModuleList(list(model.model.layers)[:n_layers])
+    small.model.norm = model.model.norm
+    small.model.rotary_emb = model.model.rotary_emb
+    small.lm_head = model.lm_head
+    return small.eval()
+
+
 # --------------------------------------------------------------------------- tiny random pairs
 
 

@@ -185,3 +185,15 @@ def test_first_use_without_a_source_says_how_to_get_the_model(tmp_path, monkeypa
     monkeypatch.setitem(models.CATALOG, models.DEFAULT, broken)
     with pytest.raises(models.FetchError, match="SPECNOTES_CACHE"):
         models.load(device="cpu")
+
+
+def test_truncated_model_shares_weights_and_full_depth_is_the_model():
+    target = models.tiny_llama(seed=0, layers=4)
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    with torch.no_grad():
+        assert torch.equal(models.truncated(target, 4)(ids).logits, target(ids).logits)
+        shallow = models.truncated(target, 1)
+        assert shallow.model.layers[0] is target.model.layers[0] and shallow.lm_head is target.lm_head
+        assert not torch.equal(shallow(ids).logits, target(ids).logits)
+    with pytest.raises(ValueError, match="1..4"):
+        models.truncated(target, 5)
