@@ -206,3 +206,72 @@ def draw_speedup(view: SpeedupView, alpha: float, c: float, heatmap=None, fig=No
     ax3.set_title("best k; blank/red line: never pays")
     fig.tight_layout()
     return fig
+
+
+def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
+    """The calculator's answer for one choice of model size, dtype, GPU and draft length (pure)."""
+    from specnotes import roofline
+
+    m = roofline.machine(gpu)
+    weights = roofline.model_bytes(n_params, dtype)
+    t1 = roofline.step_time(n_params, dtype, m)
+    tk = roofline.step_time(n_params, dtype, m, tokens=k + 1)
+    compute1 = roofline.forward_flops(n_params) / m.peak_flops
+    ridge = roofline.ridge_tokens(m, dtype)
+    fits = "" if not np.isfinite(m.memory_bytes) else (
+        "fits in memory" if weights < m.memory_bytes else "DOES NOT FIT in memory")
+    return (f"{n_params / 1e9:.2f}B params in {dtype}: {weights / 1e9:.1f} GB of weights ({fits}) "
+            f"on {m.name}\n"
+            f"  one decode step >= {t1 * 1e3:.2f} ms -> at most {1 / t1:,.0f} tokens/s at batch 1\n"
+            f"  its arithmetic alone would take {compute1 * 1e6:.1f} µs: the step is "
+            f"{t1 / compute1:,.0f}x longer than its compute\n"
+            f"  ridge point: ~{ridge:,.0f} tokens per pass before compute, not memory, sets the time "
+            f"(peak quoted for {m.peak_dtype or 'its dtype'})\n"
+            f"  verifying k+1 = {k + 1} tokens in one pass: >= {tk * 1e3:.2f} ms "
+            f"({tk / t1:.2f}x one decode step)")
+
+
+def plot_roofline(gpu, dtype: str, k: int = 4, prefill: int = 512, ax=None):
+    """Attainable FLOP/s against arithmetic intensity (FLOPs per weight byte), with the decode (T=1),
+    verify (T=k+1) and prefill passes marked."""
+    import matplotlib.pyplot as plt
+
+    from specnotes import roofline
+
+    m = roofline.machine(gpu)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ai = np.logspace(-1, 4, 200)
+    ax.loglog(ai, np.minimum(m.peak_flops, ai * m.bandwidth), "k-", lw=1.5)
+    ridge_ai = m.peak_flops / m.bandwidth
+    ax.axvline(ridge_ai, color="gray", ls=":", lw=1)
+    for label, tokens, color in (("decode, T=1", 1, "tab:red"), (f"verify, T={k + 1}", k + 1, "tab:orange"),
+                                 (f"prefill, T={prefill}", prefill, "tab:green")):
+        x = float(roofline.arithmetic_intensity(tokens, dtype))
+        ax.plot([x], [min(m.peak_flops, x * m.bandwidth)], "o", ms=9, color=color, label=label)
+    ax.set_xlabel("FLOPs per byte of weights read")
+    ax.set_ylabel("attainable FLOP/s")
+    ridge_t = roofline.ridge_tokens(m, dtype)
+    ax.set_title(f"{m.name} ({dtype}): ridge at {ridge_t:,.0f} tokens/pass", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax.figure
+
+
+def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
+    """Measured forward time against tokens per pass, with the roofline lower bound beside it."""
+    import matplotlib.pyplot as plt
+
+    tokens = np.asarray(tokens)
+    measured_ms, predicted_ms = np.asarray(measured_s) * 1e3, np.asarray(predicted_s) * 1e3
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(tokens, measured_ms, "o-", label="measured")
+    ax.plot(tokens, predicted_ms, "k--", label="roofline lower bound")
+    ax.plot(tokens, measured_ms[0] * tokens, ":", color="tab:red", label="T separate decode steps")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("new tokens per forward pass (T)")
+    ax.set_ylabel("ms per pass")
+    ax.legend(fontsize=8)
+    ax.set_title("Extra positions ride along: one pass of T tokens vs T passes", fontsize=10)
+    return ax.figure

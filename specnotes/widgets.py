@@ -41,3 +41,38 @@ def speedup_explorer(alpha: float = 0.8, k: int = 4, c: float = 0.05):
     box.sliders = {"alpha": alpha_s, "k": k_s, "c": c_s}  # handles for tests and for scripted demos
     box.readout = readout
     return box
+
+
+def roofline_calculator(n_params: float = 7e9, dtype: str = "bf16", gpu: str = "H100 SXM", k: int = 4):
+    """Dropdowns and sliders for model size, dtype, GPU and k; a live readout and roofline plot."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import clear_output, display
+
+    from specnotes import roofline, viz
+
+    style = {"description_width": "initial"}
+    params_s = w.FloatLogSlider(value=n_params, base=10, min=8, max=11.7, step=0.05,
+                                description="parameters", style=style, readout_format=".2e")
+    dtype_d = w.Dropdown(options=list(roofline.DTYPE_BYTES), value=dtype, description="dtype")
+    gpu_d = w.Dropdown(options=list(roofline.catalog()), value=gpu, description="GPU")
+    k_s = w.IntSlider(value=k, min=1, max=16, description="k drafted", style=style)
+    readout = w.HTML()
+    out = w.Output()
+
+    def redraw(_=None):
+        text = viz.roofline_readout(params_s.value, dtype_d.value, gpu_d.value, k_s.value)
+        readout.value = "<pre>" + text + "</pre>"
+        with out:
+            clear_output(wait=True)
+            fig = viz.plot_roofline(gpu_d.value, dtype_d.value, k_s.value)
+            display(fig)
+            plt.close(fig)
+
+    for control in (params_s, dtype_d, gpu_d, k_s):
+        control.observe(redraw, names="value")
+    redraw()
+    box = w.VBox([w.HBox([params_s, dtype_d]), w.HBox([gpu_d, k_s]), readout, out])
+    box.controls = {"n_params": params_s, "dtype": dtype_d, "gpu": gpu_d, "k": k_s}
+    box.readout = readout
+    return box

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specnotes import theory, viz, widgets
+from specnotes import roofline, theory, viz, widgets
 
 HEATMAP = viz.best_k_grid()
 
@@ -49,3 +49,14 @@ def test_explorer_builds_headless_and_reacts_to_sliders():
     box.sliders["k"].value = 8
     assert "SLOWER" in box.readout.value  # 0.77x: the seed's loss case
     assert theory.speedup(0.5, 8, 0.2) < 1
+
+
+def test_roofline_calculator_builds_headless_and_follows_its_controls():
+    box = widgets.roofline_calculator()
+    assert "239 tokens/s" in box.readout.value  # the seed's 7B bf16 on an H100, ~240
+    box.controls["gpu"].value = "T4"
+    box.controls["dtype"].value = "int4"
+    assert "T4" in box.readout.value and "int4" in box.readout.value
+    for gpu in roofline.catalog():  # the pure readout over every catalog entry and dtype
+        for dtype in roofline.DTYPE_BYTES:
+            assert "ridge point" in viz.roofline_readout(7e9, dtype, gpu, 4)
