@@ -1,4 +1,4 @@
-"""The bug zoo: real-world speculative-sampling bugs, each planted as a one-change variant of the exact round.
+"""The bug zoo: sampling mistakes (most seen in public projects) as one-change variants of the exact round.
 
 Notebook 04 runs every one through the same checks as the exact rule and shows each one caught.
 """
@@ -63,7 +63,7 @@ def _lenience_round(P, Q, prev, k, rng):
                            fix=rules.residual(P, lenient_q))
 
 
-def _typical_round(P, Q, prev, k, rng, epsilon=0.3, delta=0.09):
+def _typical_round(P, Q, prev, k, rng, epsilon=0.09, delta=0.3):
     # keep any draft the target finds "typical enough"; q is never consulted; replace from p
     entropy = -(P * np.log(np.clip(P, 1e-300, None))).sum(axis=1, keepdims=True)
     typical = (P > np.minimum(epsilon, delta * np.exp(-entropy))).astype(float)
@@ -95,29 +95,31 @@ ZOO: tuple[Bug, ...] = (
         "distribution", _argmax_draft_round),
     Bug("shared-random-stream",
         "The verifier's accept uniforms are the same numbers the draft used to sample its tokens.",
-        "vLLM PR #54282 (draft Gumbel noise shared the verifier's Philox stream)",
+        "an RNG-coupling bug of the kind vLLM fixed in PR #54282, where (in an opt-in probabilistic "
+        "draft path) the recovery draw reused the draft's noise; our toy couples the accept test instead",
         "distribution", _shared_stream_round),
     Bug("lenience",
-        f"q is scaled by a lenience factor ({LENIENCE}) before the accept test, trading exactness "
-        "for acceptance.",
+        f"q is scaled by a lenience factor ({LENIENCE}) before the accept test: a deliberate, lossy "
+        "trade of exactness for acceptance.",
         "lucidrains/speculative-decoding (lenience != 1)",
         "distribution", _lenience_round),
     Bug("typical-acceptance",
-        "A draft is kept when p(x) exceeds min(0.3, 0.09 exp(-H(p))); q is never consulted, "
-        "so it is lossy by design.",
-        "Medusa (typical acceptance); vLLM #8639",
+        "A draft is kept when p(x) exceeds min(0.09, 0.3 exp(-H(p))); q is never consulted. "
+        "A deliberate, lossy trade of exactness for acceptance, not an accident.",
+        "Medusa's typical acceptance (medusa_generate: posterior_threshold=0.09, posterior_alpha=0.3); "
+        "vLLM #8639",
         "distribution", _typical_round),
     Bug("missing-bonus-token",
         "When all k drafts pass, the round drops the extra token the target pass already computed. "
         "The text is still exact; the speed is not.",
-        "a classic off-by-one in hand-written loops (the bonus is sampled outside the rejection sampler "
-        "in vLLM)",
+        "no specific project: an easy off-by-one in a hand-written loop (vLLM samples the bonus token "
+        "outside its rejection sampler, a separate step that is easy to forget)",
         "invariant", _no_bonus_round),
     Bug("unnormalized-residual",
         "The residual max(0, p - q) is sampled without dividing by its mass, so the leftover "
         "probability falls on the last token.",
-        "a recurring hand-rolled sampler slip (torch.multinomial renormalizes silently; inverse-CDF "
-        "code does not)",
+        "no specific project: torch.multinomial renormalizes silently, so the slip only bites a "
+        "hand-written sampler that assumes its input sums to 1",
         "distribution", _unnormalized_residual_round),
     Bug("target-residual",
         "After a rejection the replacement is sampled from p itself instead of the residual, "

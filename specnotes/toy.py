@@ -428,3 +428,11 @@ def predicted_alpha(P, Q) -> float:
     """Acceptance predicted without sampling: sum(min(P, Q)) per context, weighted by how often
     the target visits each context in the long run."""
     return float(stationary(P) @ np.minimum(P, Q).sum(axis=1))
+
+
+def expected_tv_noise(exact, n) -> np.ndarray:
+    """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
+    approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""
+    exact = np.asarray(exact, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)[..., None]
+    return (0.5 * np.sqrt(2 * exact * (1 - exact) / (np.pi * n)).sum(axis=-1))[()]

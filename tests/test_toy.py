@@ -129,3 +129,9 @@ def test_enumeration_covers_full_rounds_with_bonus_tokens():
     exact6 = toy.exact_distribution(P, 6)
     for k in (2, 5):
         np.testing.assert_allclose(toy.speculative_distribution(P, Q, 6, k), exact6, atol=1e-15)
+
+
+def test_expected_noise_floor_matches_a_perfect_samplers_tv():
+    n = 10_000
+    tvs = [toy.compare(toy.sample_target(P, n, 4, np.random.default_rng(s)), EXACT)[0] for s in range(20)]
+    assert np.mean(tvs) == pytest.approx(toy.expected_tv_noise(EXACT, n), rel=0.05)

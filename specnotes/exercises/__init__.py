@@ -74,11 +74,16 @@ def check(exercise_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
                 failures.append(f"{name}: {message}")
     except NotImplementedError:
         failures.append("not implemented yet: replace the `raise NotImplementedError` with your code")
-    except Exception as exc:  # the learner's code raised: show where in *their* code, briefly
+    except Exception as exc:
         theirs = getattr(getattr(fn, "__code__", None), "co_filename", None)
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == theirs]
-        where = f" (line {frames[-1].lineno} of your function)" if frames else ""
-        failures.append(f"your function raised {type(exc).__name__}: {exc}{where}")
+        case = f" on hidden case {n + 1}" if n else " on the first hidden case"
+        if frames:  # the learner's code raised: show where in *their* code, briefly
+            failures.append(f"your function raised {type(exc).__name__}{case}: {exc} "
+                            f"(line {frames[-1].lineno} of your function)")
+        else:  # the checker could not use what came back
+            failures.append(f"the value your function returned{case} has the wrong type or shape "
+                            f"({type(exc).__name__}: {exc}); check what the exercise asks you to return")
     if returned_none:
         failures.insert(0, "your function returned None: did you forget `return`?")
     result = CheckResult(exercise_id, not failures and n > 0, n, failures)
