@@ -1,0 +1,60 @@
+"""A separate, smaller causal LM as the drafter: it keeps its own KV cache and reports its q.
+
+Notebooks 02, 06 and 07 use it; any model with the target's vocabulary works.
+"""
+
+from __future__ import annotations
+
+from specnotes.drafters import Draft
+
+
+class DraftModel:
+    """Drafts k tokens autoregressively with its own model and KV cache, sampling the way the engine
+    samples, and returns q: the processed distribution each token was actually drawn from."""
+
+    def __init__(self, model):
+        self.model = model
+        self.cache = None
+        self.cached = 0  # how many tokens of the sequence the cache holds
+
+    def reset(self, prompt: list[int]) -> None:
+        self.cache, self.cached = None, 0
+
+    def _feed(self, tokens: list[int]):
+        """Run the tokens the cache has not seen yet; return the last position's logits."""
+        import torch
+
+        from specnotes.decode import forward_pass
+
+        device = next(self.model.parameters()).device
+        new = torch.tensor([tokens[self.cached:]], device=device)
+        logits, self.cache = forward_pass(self.model, new, self.cache)
+        self.cached = len(tokens)
+        return logits[0, -1]
+
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        import torch
+
+        if k <= 0:
+            return Draft([], None)
+        drafted, qs = [], []
+        with torch.inference_mode():
+            logits = self._feed(tokens)
+            seq = list(tokens)
+            for i in range(k):
+                q = sampler.probs(logits)
+                x = sampler.draw(q)
+                drafted.append(x)
+                qs.append(q)
+                if i < k - 1:
+                    seq.append(x)
+                    logits = self._feed(seq)
+        return Draft(drafted, torch.stack(qs))
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        # the cache may hold drafted tokens that were rejected: keep only a prefix of `tokens`
+        # that it is certain to share (everything before the first rejected draft)
+        keep = min(self.cached, len(tokens) - 1)
+        if self.cache is not None and self.cached > keep:
+            self.cache.crop(keep - self.cached)
+            self.cached = keep

@@ -1,0 +1,68 @@
+"""Prompt lookup: propose the tokens that followed the latest earlier occurrence of the sequence's tail.
+
+A deterministic (point-mass) draft, so verifying it by sample-and-match is exact. Notebooks 02, 06, 07.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specnotes.drafters import Draft
+
+
+class PromptLookup:
+    """n-gram lookup in the prompt and the text generated so far, with an adaptive draft length.
+
+    The longest matching tail (up to max_ngram tokens) wins, and among its matches the most recent one
+    with a full-length continuation.
+    The draft length starts at num_tokens, grows by `grow` after a fully accepted round (up to
+    max_tokens) and drops to one more than what was accepted after a rejection (at least min_tokens):
+    long drafts only while they are paying off.
+    """
+
+    def __init__(self, max_ngram: int = 3, num_tokens: int = 10, adaptive: bool = True,
+                 min_tokens: int = 2, max_tokens: int = 32, grow: int = 4):
+        if max_ngram < 1 or num_tokens < 1 or not 1 <= min_tokens <= num_tokens <= max_tokens:
+            raise ValueError("need max_ngram >= 1 and 1 <= min_tokens <= num_tokens <= max_tokens; got "
+                             f"{max_ngram}, {min_tokens}, {num_tokens}, {max_tokens}")
+        self.max_ngram, self.num_tokens, self.adaptive = max_ngram, num_tokens, adaptive
+        self.min_tokens, self.max_tokens, self.grow = min_tokens, max_tokens, grow
+        self.length = num_tokens
+        self._proposed = 0
+
+    def reset(self, prompt: list[int]) -> None:
+        self.length = self.num_tokens
+        self._proposed = 0
+
+    def lookup(self, tokens: list[int], limit: int) -> list[int]:
+        """Up to `limit` tokens that followed the most recent earlier match of the longest tail n-gram."""
+        seq = np.asarray(tokens)
+        n = len(seq)
+        for size in range(min(self.max_ngram, n - 1), 0, -1):
+            tail = seq[n - size:]
+            # windows ending before the tail itself: starts 0 .. n-size-1
+            windows = np.lib.stride_tricks.sliding_window_view(seq[:n - 1], size)
+            hits = np.flatnonzero((windows == tail).all(axis=1))
+            if hits.size:
+                # the most recent match that still has `limit` tokens after it; failing that, the match
+                # with the longest continuation (a recent match can run into the end of the sequence)
+                available = n - (hits + size)
+                full = np.flatnonzero(available >= limit)
+                start = int(hits[full[-1]] if full.size else hits[np.argmax(available)]) + size
+                return seq[start:start + limit].tolist()
+        return []
+
+    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
+        # the engine's k caps the proposal (e.g. near max_new_tokens); the length policy is our own
+        limit = min(k, self.length if self.adaptive else self.num_tokens)
+        draft = self.lookup(tokens, limit) if limit > 0 else []
+        self._proposed = len(draft)
+        return Draft(draft, None)
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        if not self.adaptive or self._proposed == 0:
+            return
+        if n_accepted == self._proposed:
+            self.length = min(self.max_tokens, self.length + self.grow)
+        else:
+            self.length = max(self.min_tokens, n_accepted + 1)

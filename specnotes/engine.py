@@ -1,0 +1,241 @@
+"""Speculative decoding on real transformers models: draft, verify k+1 positions in one pass, accept or
+correct, roll the KV cache back. Notebook 02 traces it; 06 and 07 plug drafters into it and time it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Round:
+    drafted: list[int]  # what the drafter proposed this round
+    accepted: int  # how many of them the target kept (a prefix)
+    next_token: int  # the target's own token: the correction, or the bonus when all were kept
+    cache_len: int  # target KV-cache length after the rollback
+
+    @property
+    def kind(self) -> str:
+        return "bonus" if self.accepted == len(self.drafted) else "corrected"
+
+
+@dataclass
+class Result:
+    tokens: list[int]  # new tokens only
+    target_calls: int  # target forward passes, prefill included
+    trace: list[Round] = field(default_factory=list)
+    stopped_on_eos: bool = False
+
+    @property
+    def drafted_counts(self) -> np.ndarray:
+        return np.array([len(r.drafted) for r in self.trace], dtype=int)
+
+    @property
+    def accepted_counts(self) -> np.ndarray:
+        return np.array([r.accepted for r in self.trace], dtype=int)
+
+    @property
+    def per_position_acceptance(self) -> np.ndarray:
+        """(max drafted,) acceptance at draft position i among rounds whose scan reached it."""
+        width = int(self.drafted_counts.max(initial=0))
+        judged, kept = np.zeros(width), np.zeros(width)
+        for r in self.trace:
+            reached = min(r.accepted + 1, len(r.drafted))
+            judged[:reached] += 1
+            kept[:r.accepted] += 1
+        return kept / np.maximum(judged, 1)
+
+    @property
+    def alpha(self) -> float:
+        """Accepted drafts over drafts judged (the scan stops at the first rejection)."""
+        judged = sum(min(r.accepted + 1, len(r.drafted)) for r in self.trace)
+        return float(self.accepted_counts.sum() / judged) if judged else float("nan")
+
+    @property
+    def tokens_per_call(self) -> float:
+        """New tokens per verification pass (the prefill pass is not a verification)."""
+        return len(self.tokens) / max(len(self.trace), 1)
+
+
+class Sampler:
+    """How tokens are chosen: greedy, or sampling from the temperature/top-k/top-p processed
+    distribution. Drafters use it too, so q is the distribution a draft was really drawn from."""
+
+    def __init__(self, do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None, device="cpu"):
+        import torch
+
+        if do_sample and not temperature > 0:
+            raise ValueError(f"sampling needs temperature > 0, got {temperature}; "
+                             "use do_sample=False for greedy")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.do_sample, self.temperature, self.top_k, self.top_p = do_sample, temperature, top_k, top_p
+        self.generator = torch.Generator(device=device)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
+
+    def probs(self, logits):
+        """(..., V) processed distribution; one-hot at the argmax when greedy."""
+        import torch
+
+        logits = logits.float()
+        if not self.do_sample:
+            return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+        logits = logits / self.temperature
+        if self.top_k is not None and self.top_k < logits.shape[-1]:
+            kth = torch.topk(logits, self.top_k, dim=-1).values[..., -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p is not None and self.top_p < 1:
+            sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+            cum = torch.softmax(sorted_logits, -1).cumsum(-1)
+            drop_sorted = cum - torch.softmax(sorted_logits, -1) >= self.top_p  # keep the token that crosses
+            drop = drop_sorted.scatter(-1, order, drop_sorted)
+            logits = logits.masked_fill(drop, float("-inf"))
+        return torch.softmax(logits, -1)
+
+    def draw(self, probs) -> int:
+        import torch
+
+        if not self.do_sample:
+            return int(probs.argmax(-1))
+        return int(torch.multinomial(probs, 1, generator=self.generator))
+
+    def uniform(self, n: int):
+        import torch
+
+        return torch.rand(n, generator=self.generator, device=self.generator.device)
+
+
+def residual(p, q):
+    """max(0, p - q) renormalized (rows); where it is empty, p (never sampled then: acceptance was certain).
+    The torch twin of specnotes.rules.residual."""
+    import torch
+
+    r = torch.clamp(p - q, min=0)
+    mass = r.sum(-1, keepdim=True)
+    return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), p)
+
+
+def verify_greedy(logits, drafted: list[int]) -> tuple[int, int]:
+    """(n accepted, next token): keep drafts while they equal the target's argmax."""
+    best = logits.argmax(-1).tolist()  # the only host sync of the round
+    n = 0
+    while n < len(drafted) and drafted[n] == best[n]:
+        n += 1
+    return n, best[n]
+
+
+def verify_sampling(logits, drafted: list[int], q, sampler: Sampler) -> tuple[int, int]:
+    """(n accepted, next token) by the rejection rule; q None means a point-mass draft."""
+    import torch
+
+    k = len(drafted)
+    p = sampler.probs(logits)  # (k+1, V)
+    if k == 0:
+        return 0, sampler.draw(p[0])
+    x = torch.tensor(drafted, device=p.device)
+    if q is None:  # deterministic draft: q is one-hot at the drafted token
+        q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
+    rows = torch.arange(k, device=p.device)
+    p_x, q_x = p[rows, x], q[rows, x]
+    accept = sampler.uniform(k) < torch.where(q_x > 0, p_x / q_x.clamp_min(1e-30), torch.ones_like(p_x))
+    rejected = (~accept).nonzero()
+    n = int(rejected[0, 0]) if len(rejected) else k
+    if n == k:
+        return n, sampler.draw(p[k])  # the bonus token, from the target's last row
+    return n, sampler.draw(residual(p[n], q[n]))
+
+
+def verify_pass(target, cache, last_token: int, drafted: list[int]):
+    """The single target pass of a round: [last token, drafts] on top of the cache, which holds every
+    earlier token. Returns ((1, len(drafted)+1, V) logits, the cache now holding them all)."""
+    import torch
+
+    from specnotes.decode import forward_pass
+
+    device = next(target.parameters()).device
+    return forward_pass(target, torch.tensor([[last_token, *drafted]], device=device), cache)
+
+
+def rollback(cache, n_drafted: int, n_accepted: int) -> None:
+    """Drop the keys and values of the rejected drafts (transformers 5.x: crop(-n) removes n)."""
+    if n_drafted > n_accepted:
+        cache.crop(n_accepted - n_drafted)
+
+
+def _eos_set(target, eos_token_id):
+    if eos_token_id is None:
+        eos_token_id = getattr(getattr(target, "generation_config", None), "eos_token_id", None)
+    if eos_token_id is None:
+        return set()
+    return set(eos_token_id) if isinstance(eos_token_id, (list, tuple, set)) else {int(eos_token_id)}
+
+
+def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
+             temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
+             top_p: float | None = None, eos_token_id=None) -> Result:
+    """Speculative decoding of one prompt. input_ids is (1, T); returns new tokens, calls and a trace.
+
+    Greedy output equals the target's own greedy output; sampled output has the target's distribution
+    (after the same temperature/top-k/top-p processing)."""
+    import torch
+
+    from specnotes.decode import forward_pass
+
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is "
+                         "not supported: speculative rounds accept different lengths per sequence.")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (drafted tokens per round) must be an int >= 1, got {k!r}")
+    draft_model = getattr(drafter, "model", None)
+    if draft_model is not None and draft_model.config.vocab_size != target.config.vocab_size:
+        raise ValueError(f"the draft model's vocabulary ({draft_model.config.vocab_size} tokens) differs "
+                         f"from the target's ({target.config.vocab_size}); drafts must use the target's "
+                         "tokenizer")
+    device = input_ids.device
+    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
+    eos = _eos_set(target, eos_token_id)
+    seq = input_ids[0].tolist()
+    drafter.reset(list(seq))
+    new: list[int] = []
+    trace: list[Round] = []
+    calls = 0
+    stopped = False
+    with torch.inference_mode():
+        cache = None
+        if len(seq) > 1:  # the cache holds every token but the last, which opens each round's pass
+            _, cache = forward_pass(target, input_ids[:, :-1])
+            calls += 1
+        while len(new) < max_new_tokens:
+            room = max_new_tokens - len(new) - 1  # the round's own token always comes on top
+            draft = drafter.propose(list(seq), min(k, room) if room else 0, sampler)
+            drafted = list(draft.tokens[:room])
+            q = draft.q[: len(drafted)] if draft.q is not None else None
+            logits, cache = verify_pass(target, cache, seq[-1], drafted)
+            calls += 1
+            if do_sample:
+                n, nxt = verify_sampling(logits[0], drafted, q, sampler)
+            else:
+                n, nxt = verify_greedy(logits[0], drafted)
+            rollback(cache, len(drafted), n)
+            emitted = [*drafted[:n], nxt][: max_new_tokens - len(new)]
+            for i, t in enumerate(emitted):
+                if t in eos:
+                    emitted, stopped = emitted[: i + 1], True
+                    break
+            seq += emitted
+            new += emitted
+            drafter.update(list(seq), n)
+            trace.append(Round(drafted, n, nxt, cache.get_seq_length()))
+            if stopped:
+                break
+    return Result(new, calls, trace, stopped)
