@@ -56,6 +56,7 @@ notebooks: model
 
 bench: install
 	$(PY) tools/bench_toy.py
+	$(PY) tools/bench_engine.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

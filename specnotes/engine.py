@@ -183,11 +183,15 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
              top_p: float | None = None, eos_token_id=None) -> Result:
     """Speculative decoding of one prompt. input_ids is (1, T); returns new tokens, calls and a trace.
 
+    k is the draft length for drafters that pay per drafted token (a draft model); drafters whose
+    guesses are free, such as PromptLookup, choose their own length.
+
     Greedy output equals the target's own greedy output; sampled output has the target's distribution
     (after the same temperature/top-k/top-p processing)."""
     import torch
 
     from specnotes.decode import forward_pass
+    from specnotes.drafters import Draft
 
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is "
@@ -217,7 +221,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
             calls += 1
         while len(new) < max_new_tokens:
             room = max_new_tokens - len(new) - 1  # the round's own token always comes on top
-            draft = drafter.propose(list(seq), min(k, room) if room else 0, sampler)
+            draft = drafter.propose(list(seq), min(k, room), sampler) if room else Draft([], None)
             drafted = list(draft.tokens[:room])
             q = draft.q[: len(drafted)] if draft.q is not None else None
             logits, cache = verify_pass(target, cache, seq[-1], drafted)

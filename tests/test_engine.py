@@ -182,11 +182,11 @@ def test_prompt_lookup_grows_after_full_acceptance_and_shrinks_after_a_miss():
     lookup = PromptLookup(num_tokens=4, grow=4, max_tokens=12)
     tokens = list(range(20)) * 3
     lookup.reset(tokens)
-    assert len(lookup.propose(tokens, 100).tokens) == 4
+    assert len(lookup.propose(tokens, k=1).tokens) == 4  # its own length, not the engine's k
     lookup.update(tokens, 4)
-    assert len(lookup.propose(tokens, 100).tokens) == 8
+    assert len(lookup.propose(tokens, k=1).tokens) == 8
     lookup.update(tokens, 1)
-    assert len(lookup.propose(tokens, 100).tokens) == 2
+    assert len(lookup.propose(tokens, k=1).tokens) == 2
 
 
 def test_top_k_and_top_p_processing_keep_the_right_tokens():

@@ -53,9 +53,10 @@ class PromptLookup:
         return []
 
     def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        # the engine's k caps the proposal (e.g. near max_new_tokens); the length policy is our own
-        limit = min(k, self.length if self.adaptive else self.num_tokens)
-        draft = self.lookup(tokens, limit) if limit > 0 else []
+        # k is ignored: a lookup costs nothing per drafted token, so the length policy is our own
+        # (the engine still cuts any draft to the tokens left before max_new_tokens)
+        limit = self.length if self.adaptive else self.num_tokens
+        draft = self.lookup(tokens, limit)
         self._proposed = len(draft)
         return Draft(draft, None)
 
