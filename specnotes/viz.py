@@ -276,3 +276,51 @@ def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
     ax.legend(fontsize=8)
     ax.set_title("Extra positions ride along: one pass of T tokens vs T passes", fontsize=10)
     return ax.figure
+
+
+TRACE_COLOURS = {"accepted": "#c8f0c8", "rejected": "#f6c6c6", "corrected": "#ffd9a0", "bonus": "#b9dcff"}
+
+
+def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
+    """HTML of an engine trace: each round's accepted drafts (green), rejected drafts (red, struck out),
+    and the target's own token (orange if it corrected a draft, blue if it was the free bonus)."""
+    import html
+
+    def span(token, kind, title):
+        text = html.escape(tokenizer.decode([token])).replace("\n", "↵")
+        style = f"background:{TRACE_COLOURS[kind]};border-radius:3px;padding:0 1px;"
+        if kind == "rejected":
+            style += "text-decoration:line-through;color:#a33;"
+        return f'<span style="{style}" title="{title}">{text}</span>'
+
+    parts = []
+    for i, r in enumerate(result.trace[:max_rounds]):
+        parts += [span(t, "accepted", f"round {i + 1}: accepted draft") for t in r.drafted[:r.accepted]]
+        parts += [span(t, "rejected", f"round {i + 1}: rejected draft") for t in r.drafted[r.accepted:]]
+        parts.append(span(r.next_token, r.kind, f"round {i + 1}: target's {r.kind} token"))
+        parts.append('<span style="color:#999">│</span>')
+    legend = " ".join(f'<span style="background:{c};padding:0 4px">{k}</span>'
+                      for k, c in TRACE_COLOURS.items())
+    body = "".join(parts)
+    return (f'<div style="font-family:monospace;line-height:1.8;white-space:pre-wrap">{legend}'
+            f'<br>{body}</div>')
+
+
+def plot_cache_lengths(result, prompt_len: int, ax=None):
+    """Target KV-cache length per round: after the verify pass (before rollback) and after rollback."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.2))
+    after = [r.cache_len for r in result.trace]
+    before = [(after[i - 1] if i else prompt_len - 1) + len(r.drafted) + 1
+              for i, r in enumerate(result.trace)]
+    rounds = np.arange(1, len(after) + 1)
+    ax.bar(rounds, before, color="tab:red", alpha=0.35, label="after the verify pass (drafts included)")
+    ax.bar(rounds, after, color="tab:blue", label="after rollback (accepted prefix only)")
+    ax.set_xlabel("round")
+    ax.set_ylabel("cached positions")
+    ax.set_ylim(min(after + [prompt_len]) * 0.95, max(before) * 1.02)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
+    return ax.figure

@@ -7,7 +7,10 @@ import pytest
 from tests.notebook_utils import NOTEBOOKS, cells, source, tagged
 
 # grows as notebooks land; every one listed must be present
-EXPECTED = ["00_start_here", "01_roofline", "03_rejection_sampling", "04_bug_zoo", "05_speedup_math"]
+EXPECTED = [
+    "00_start_here", "01_roofline", "02_draft_and_verify", "03_rejection_sampling", "04_bug_zoo",
+    "05_speedup_math",
+]
 
 
 def test_the_course_notebooks_exist():
