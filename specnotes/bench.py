@@ -30,25 +30,20 @@ class Timing:
         return f"{self.median * 1e3:.1f} ms (runs {lo * 1e3:.1f}–{hi * 1e3:.1f})"
 
 
-def _sync(device) -> None:
-    import torch
-
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_call(fn: Callable[[], object], repeats: int = 7, warmup: int = 2, device="cpu") -> Timing:
     """Run fn `warmup` times untimed, then `repeats` times timed (synchronizing CUDA around each)."""
+    from specnotes.decode import sync
+
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     for _ in range(warmup):
         fn()
-    _sync(device)
+    sync(device)
     runs = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         runs.append(time.perf_counter() - start)
     return Timing(np.asarray(runs))
 

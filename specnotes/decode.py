@@ -76,7 +76,8 @@ def forward_pass(model, input_ids, cache=None):
     return out.logits, (new_cache if new_cache is not None else out.past_key_values)
 
 
-def _sync(device) -> None:
+def sync(device) -> None:
+    """Wait for queued CUDA work, so a timer reads the time the work took (a no-op on CPU)."""
     import torch
 
     if torch.device(device).type == "cuda":
@@ -119,7 +120,7 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
         t0 = time.perf_counter()
         logits, cache = forward_pass(model, input_ids)
         token = pick(logits[0, -1])
-        _sync(device)
+        sync(device)
         prefill = time.perf_counter() - t0
         while True:
             tokens.append(token)
@@ -133,6 +134,6 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
             t0 = time.perf_counter()
             logits, cache = forward_pass(model, torch.tensor([[token]], device=device), cache)
             token = pick(logits[0, -1])
-            _sync(device)
+            sync(device)
             steps.append(time.perf_counter() - t0)
     return PlainResult(tokens, prefill, np.asarray(steps, dtype=float), stopped)
