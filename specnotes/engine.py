@@ -11,13 +11,18 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Round:
-    drafted: list[int]  # what the drafter proposed this round
+    drafted: list[int]  # what the drafter proposed this round (cut at an EOS it contained)
     accepted: int  # how many of them the target kept (a prefix)
-    next_token: int  # the target's own token: the correction, or the bonus when all were kept
+    next_token: int | None  # the target's own token: the correction, or the bonus when all were kept;
+    #                         None when the round ended on an EOS among the accepted drafts
     cache_len: int  # target KV-cache length after the rollback
 
     @property
     def kind(self) -> str:
+        if self.next_token is None:
+            return "eos"
+        if not self.drafted:
+            return "plain"  # nothing was drafted: an ordinary decode step
         return "bonus" if self.accepted == len(self.drafted) else "corrected"
 
 
@@ -145,7 +150,8 @@ def verify_sampling(logits, drafted: list[int], q, sampler: Sampler) -> tuple[in
         q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
     rows = torch.arange(k, device=p.device)
     p_x, q_x = p[rows, x], q[rows, x]
-    accept = sampler.uniform(k) < torch.where(q_x > 0, p_x / q_x.clamp_min(1e-30), torch.ones_like(p_x))
+    # min(1, p/q); q(x) = 0 cannot happen for a token drawn from q, and p(x) = 0 always rejects
+    accept = sampler.uniform(k) < p_x / q_x.clamp_min(1e-30)
     rejected = (~accept).nonzero()
     n = int(rejected[0, 0]) if len(rejected) else k
     if n == k:
@@ -231,11 +237,13 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
             else:
                 n, nxt = verify_greedy(logits[0], drafted)
             rollback(cache, len(drafted), n)
-            emitted = [*drafted[:n], nxt][: max_new_tokens - len(new)]
-            for i, t in enumerate(emitted):
-                if t in eos:
-                    emitted, stopped = emitted[: i + 1], True
-                    break
+            emitted = [*drafted[:n], nxt]  # never more than the room left: drafts were cut to fit
+            cut = next((i for i, t in enumerate(emitted) if t in eos), None)
+            if cut is not None:
+                stopped = True
+                if cut < n:  # an accepted draft was the EOS: nothing after it counts
+                    rollback(cache, n, cut)
+                    emitted, drafted, n, nxt = emitted[: cut + 1], drafted[: cut + 1], cut + 1, None
             seq += emitted
             new += emitted
             drafter.update(list(seq), n)

@@ -225,7 +225,8 @@ def this_machine(device=None) -> Machine:
 
 def tokens_curve(model, tokens=(1, 2, 4, 8, 16, 32, 64), context: int = 256, repeats: int = 5, gpu=None):
     """Measured seconds of one forward pass of `model` over T new tokens on a `context`-token KV cache,
-    for each T, and the roofline lower bound for the same pass on `gpu` (default: this machine).
+    for each T, and the roofline estimate for the same pass on `gpu` (default: this machine, whose
+    rates are measured, so the estimate is not a hard lower bound).
     Returns (tokens, measured (len,), predicted (len,))."""
     from specnotes.bench import time_forward
 

@@ -267,7 +267,7 @@ def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     ax.plot(tokens, measured_ms, "o-", label="measured")
-    ax.plot(tokens, predicted_ms, "k--", label="roofline lower bound")
+    ax.plot(tokens, predicted_ms, "k--", label="roofline estimate from the measured rates")
     ax.plot(tokens, measured_ms[0] * tokens, ":", color="tab:red", label="T separate decode steps")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -278,12 +278,14 @@ def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
     return ax.figure
 
 
-TRACE_COLOURS = {"accepted": "#c8f0c8", "rejected": "#f6c6c6", "corrected": "#ffd9a0", "bonus": "#b9dcff"}
+TRACE_COLOURS = {"accepted": "#c8f0c8", "rejected": "#f6c6c6", "corrected": "#ffd9a0", "bonus": "#b9dcff",
+                 "plain": "#e4e4e4"}
 
 
 def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
     """HTML of an engine trace: each round's accepted drafts (green), rejected drafts (red, struck out),
-    and the target's own token (orange if it corrected a draft, blue if it was the free bonus)."""
+    and the target's own token (orange if it corrected a draft, blue if it was the free bonus after a
+    fully accepted draft, grey if nothing was drafted and the round was a plain decode step)."""
     import html
 
     def span(token, kind, title):
@@ -297,7 +299,8 @@ def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
     for i, r in enumerate(result.trace[:max_rounds]):
         parts += [span(t, "accepted", f"round {i + 1}: accepted draft") for t in r.drafted[:r.accepted]]
         parts += [span(t, "rejected", f"round {i + 1}: rejected draft") for t in r.drafted[r.accepted:]]
-        parts.append(span(r.next_token, r.kind, f"round {i + 1}: target's {r.kind} token"))
+        if r.next_token is not None:  # None: the round ended on an accepted EOS draft
+            parts.append(span(r.next_token, r.kind, f"round {i + 1}: target's {r.kind} token"))
         parts.append('<span style="color:#999">│</span>')
     legend = " ".join(f'<span style="background:{c};padding:0 4px">{k}</span>'
                       for k, c in TRACE_COLOURS.items())
@@ -316,11 +319,11 @@ def plot_cache_lengths(result, prompt_len: int, ax=None):
     before = [(after[i - 1] if i else prompt_len - 1) + len(r.drafted) + 1
               for i, r in enumerate(result.trace)]
     rounds = np.arange(1, len(after) + 1)
-    ax.bar(rounds, before, color="tab:red", alpha=0.35, label="after the verify pass (drafts included)")
-    ax.bar(rounds, after, color="tab:blue", label="after rollback (accepted prefix only)")
+    ax.plot(rounds, before, "v", color="tab:red", label="after the verify pass (drafts included)")
+    ax.plot(rounds, after, "o-", ms=3, color="tab:blue", label="after rollback (accepted prefix only)")
+    ax.vlines(rounds, after, before, color="tab:red", alpha=0.4)
     ax.set_xlabel("round")
-    ax.set_ylabel("cached positions")
-    ax.set_ylim(min(after + [prompt_len]) * 0.95, max(before) * 1.02)
+    ax.set_ylabel("cached positions (axis does not start at 0)")
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
     return ax.figure

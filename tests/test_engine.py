@@ -48,6 +48,23 @@ def test_acceptance_bookkeeping_is_consistent():
     assert self_draft.alpha == 1.0 and self_draft.tokens_per_call > 4  # a perfect draft: k+1 per pass
 
 
+def test_an_eos_inside_the_accepted_drafts_ends_the_trace_consistently():
+    free = hf_greedy(TARGET, PROMPT, 30)
+    eos = free[9]
+    result = engine.generate(TARGET, DraftModel(TARGET), PROMPT, 30, k=6, eos_token_id=eos)
+    last = result.trace[-1]
+    assert result.tokens == free[: free.index(eos) + 1]
+    assert last.kind == "eos" and last.drafted[-1] == eos and last.next_token is None
+    emitted = sum(r.accepted + (r.next_token is not None) for r in result.trace)
+    assert emitted == len(result.tokens)
+    assert last.cache_len == PROMPT.shape[1] + len(result.tokens) - 1
+
+
+def test_rounds_without_a_draft_are_plain_steps():
+    result = engine.generate(TARGET, PromptLookup(), torch.tensor([[1, 2, 3, 4]]), 5, eos_token_id=-1)
+    assert {r.kind for r in result.trace if not r.drafted} == {"plain"}
+
+
 def test_generation_stops_at_eos_like_generate():
     free = hf_greedy(TARGET, PROMPT, 30)
     eos = free[12]
@@ -83,14 +100,17 @@ SMALL_PROMPT = torch.tensor([[3, 1, 4]])
 N_SAMPLES = 2000
 
 
-def exact_first_tokens(model, prompt, length, temperature):
-    """(V**length,) exact probability of the first `length` sampled tokens, lexicographic order."""
+def exact_first_tokens(model, prompt, length, temperature, top_k=None):
+    """(V**length,) exact probability of the first `length` sampled tokens, lexicographic order, for
+    plain sampling from the temperature (and top-k) processed distribution."""
+    processing = engine.Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0)
     dist = np.ones(1)
     prefixes = [[]]
     for _ in range(length):
         batch = torch.tensor([prompt[0].tolist() + p for p in prefixes])
         with torch.no_grad():
-            probs = torch.softmax(model(batch).logits[:, -1].double() / temperature, -1).numpy()
+            probs = processing.probs(model(batch).logits[:, -1].double()).double().numpy()
+            probs /= probs.sum(axis=1, keepdims=True)
         dist = (dist[:, None] * probs).reshape(-1)
         prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
     return dist
@@ -111,6 +131,16 @@ def test_sampled_tokens_follow_the_targets_exact_distribution(drafter):
     factory = (lambda: DraftModel(SMALL_DRAFT)) if drafter == "draft model" else PromptLookup
     _, p_value = toy.compare(sampled(factory, seed0=0), EXACT)
     assert p_value > 1e-6  # the flag threshold of the bug zoo: false alarms 1 in a million
+
+
+def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution():
+    """q must be the draft's *processed* distribution: temperature 0.7 and top-k 4 on both models."""
+    exact = exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, 0.7, top_k=4)
+    rows = [engine.generate(SMALL_TARGET, DraftModel(SMALL_DRAFT), SMALL_PROMPT, LENGTH, k=2, do_sample=True,
+                            temperature=0.7, top_k=4, seed=10_000 + i, eos_token_id=-1).tokens
+            for i in range(N_SAMPLES)]
+    _, p_value = toy.compare(np.array(rows), exact)
+    assert p_value > 1e-6
 
 
 def test_the_target_residual_bug_fails_the_same_test(monkeypatch):
