@@ -18,6 +18,11 @@ class Round:
     cache_len: int  # target KV-cache length after the rollback
 
     @property
+    def judged(self) -> int:
+        """Draft positions the target examined: the scan stops at the first rejection."""
+        return min(self.accepted + 1, len(self.drafted))
+
+    @property
     def kind(self) -> str:
         if self.next_token is None:
             return "eos"
@@ -47,15 +52,14 @@ class Result:
         width = int(self.drafted_counts.max(initial=0))
         judged, kept = np.zeros(width), np.zeros(width)
         for r in self.trace:
-            reached = min(r.accepted + 1, len(r.drafted))
-            judged[:reached] += 1
+            judged[:r.judged] += 1
             kept[:r.accepted] += 1
         return kept / np.maximum(judged, 1)
 
     @property
     def alpha(self) -> float:
         """Accepted drafts over drafts judged (the scan stops at the first rejection)."""
-        judged = sum(min(r.accepted + 1, len(r.drafted)) for r in self.trace)
+        judged = sum(r.judged for r in self.trace)
         return float(self.accepted_counts.sum() / judged) if judged else float("nan")
 
     @property

@@ -103,24 +103,20 @@ def _source(name: str) -> Source:
 # --------------------------------------------------------------------------- checksums
 
 
-def _digest(path: Path, algorithm: str) -> str:
-    h = hashlib.sha256() if algorithm == "sha256" else None
+def checksums(path: Path, sha256: bool = True) -> tuple[str, str | None]:
+    """(CRC-32, sha256 or None) of a file, both from one read of it."""
+    h = hashlib.sha256() if sha256 else None
     crc = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
+            crc = zlib.crc32(chunk, crc)
             if h is not None:
                 h.update(chunk)
-            else:
-                crc = zlib.crc32(chunk, crc)
-    return h.hexdigest() if h is not None else f"{crc:08x}"
+    return f"{crc:08x}", (h.hexdigest() if h is not None else None)
 
 
 def sha256_of(path: Path) -> str:
-    return _digest(path, "sha256")
-
-
-def crc32_of(path: Path) -> str:
-    return _digest(path, "crc32")
+    return checksums(path)[1]
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -149,9 +145,11 @@ def verify_store(path: Path, full: bool = False) -> str:
             return f"{name} is missing"
         if f.stat().st_size != want["size"]:
             return f"{name} has {f.stat().st_size} bytes, expected {want['size']} (truncated?)"
-        if "crc32" in want and crc32_of(f) != want["crc32"]:
+        need_sha = full or "crc32" not in want  # older manifests carry only a sha256
+        crc, sha = checksums(f, sha256=need_sha)
+        if "crc32" in want and crc != want["crc32"]:
             return f"{name} fails its CRC-32 check (corrupted on disk?)"
-        if (full or "crc32" not in want) and sha256_of(f) != want["sha256"]:  # older manifests: sha256
+        if need_sha and sha != want["sha256"]:
             return f"{name} fails its sha256 checksum"
     return ""
 
@@ -190,7 +188,8 @@ def write_store(dest: Path, model, tokenizer=None, meta: dict | None = None) -> 
         files = {}
         for f in sorted(p for p in tmp.iterdir() if p.is_file()):
             f.chmod(0o644)
-            files[f.name] = {"size": f.stat().st_size, "sha256": sha256_of(f), "crc32": crc32_of(f)}
+            crc, sha = checksums(f)
+            files[f.name] = {"size": f.stat().st_size, "sha256": sha, "crc32": crc}
         _write_json_atomic(tmp / MANIFEST, {"files": files, "meta": meta or {}})
         (tmp / MANIFEST).chmod(0o644)
         if dest.exists():
