@@ -57,6 +57,7 @@ notebooks: model
 bench: install
 	$(PY) tools/bench_toy.py
 	$(PY) tools/bench_engine.py
+	$(PY) tools/bench_drafters.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -12,9 +12,8 @@ __version__ = "0.1.0"
 __all__ = ["quick_mode", "setup", "__version__"]
 
 _SUBMODULES = {
-    "bench", "bugzoo", "decode", "drafters", "engine", "env", "exercises", "models", "roofline", "rules",
-    "theory", "toy", "viz",
-    "widgets",
+    "bench", "bugzoo", "compare", "decode", "distill", "drafters", "engine", "env", "exercises", "models",
+    "roofline", "rules", "theory", "toy", "viz", "widgets",
 }
 
 

@@ -218,6 +218,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     device = input_ids.device
     sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
     eos = _eos_set(target, eos_token_id)
+    observe = getattr(drafter, "observe", None)  # drafters that learn from the target's predictions
     seq = input_ids[0].tolist()
     drafter.reset(list(seq))
     new: list[int] = []
@@ -236,6 +237,8 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
             q = draft.q[: len(drafted)] if draft.q is not None else None
             logits, cache = verify_pass(target, cache, seq[-1], drafted)
             calls += 1
+            if observe is not None:
+                observe(list(seq), [seq[-1], *drafted], logits[0].argmax(-1).tolist())
             if do_sample:
                 n, nxt = verify_sampling(logits[0], drafted, q, sampler)
             else:

@@ -327,3 +327,42 @@ def plot_cache_lengths(result, prompt_len: int, ax=None):
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
     return ax.figure
+
+
+def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: float | None = 1.0):
+    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.compare.table)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(9, 3.6))[1]
+    names = list(dict.fromkeys(r.drafter for r in rows))
+    kinds = [k for k in dict.fromkeys(r.kind for r in rows) if k != "all"]
+    width = 0.8 / max(len(kinds), 1)
+    for j, kind in enumerate(kinds):
+        vals = [next((getattr(r, value) for r in rows if r.drafter == n and r.kind == kind), np.nan)
+                for n in names]
+        ax.bar(np.arange(len(names)) + (j - (len(kinds) - 1) / 2) * width, vals, width, label=kind)
+    if baseline is not None:
+        ax.axhline(baseline, color="k", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(names)), names, rotation=20, ha="right")
+    labels = {"tokens_per_call": "tokens per target pass", "speedup": "wall-clock speedup vs plain",
+              "alpha": "α (acceptance rate)"}
+    ax.set_ylabel(labels.get(value, value))
+    ax.legend(title="task", fontsize=8, ncols=len(kinds))
+    return ax
+
+
+def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
+    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.compare.table)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6.5, 3.6))[1]
+    for r in rows:
+        if r.kind != "all" or not r.per_position:
+            continue
+        pp = r.per_position[:max_positions]
+        ax.plot(np.arange(1, len(pp) + 1), pp, "o-", ms=4, label=r.drafter)
+    ax.set_xlabel("draft position i (1 = first drafted token)")
+    ax.set_ylabel("P(accept at i | reached i)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,188 @@
+"""Every drafter on the same target and the same held-out prompts: acceptance, tokens per target pass,
+draft cost and wall-clock speedup, measured side by side. Notebook 06's table and `make bench` use it.
+
+Timing is honest by construction: for each prompt, plain decoding and every drafter run back to back
+(round-robin), so a noisy neighbour slows them alike, and a speedup is a ratio from the same moment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+KINDS = ("copy", "code", "story", "qa")
+
+
+class TimedDrafter:
+    """Wraps a drafter and adds up the wall time spent proposing (the draft cost)."""
+
+    def __init__(self, drafter):
+        self.inner = drafter
+        self.seconds = 0.0
+        self.proposals = 0
+        if hasattr(drafter, "observe"):
+            self.observe = drafter.observe
+        self.model = getattr(drafter, "model", None)
+
+    def reset(self, prompt):
+        self.inner.reset(prompt)
+
+    def propose(self, tokens, k, sampler):
+        start = time.perf_counter()
+        draft = self.inner.propose(tokens, k, sampler)
+        self.seconds += time.perf_counter() - start
+        self.proposals += 1
+        return draft
+
+    def update(self, tokens, n_accepted):
+        start = time.perf_counter()
+        self.inner.update(tokens, n_accepted)
+        self.seconds += time.perf_counter() - start
+
+
+@dataclass
+class Run:
+    drafter: str
+    kind: str
+    prompt: int  # index into the prompt list
+    new_tokens: int
+    seconds: float
+    plain_seconds: float
+    draft_seconds: float
+    target_calls: int
+    drafted: int
+    accepted: int
+    judged: int
+    judged_at: list[int] = field(default_factory=list)  # rounds whose scan reached draft position i
+    kept_at: list[int] = field(default_factory=list)  # ... and accepted it
+    identical: bool | None = None  # greedy only: same tokens as plain greedy
+
+
+@dataclass
+class Row:
+    drafter: str
+    kind: str
+    alpha: float  # accepted drafts / judged drafts
+    per_position: list[float]
+    tokens_per_call: float  # new tokens per verification pass
+    draft_ms_per_call: float  # time drafting, per round
+    c: float  # draft time per round / plain time per token: one round's drafting, in target steps
+    c_per_token: float  # draft time per drafted token / plain time per token (notebook 05's c)
+    speedup: float  # plain time / speculative time, same prompts, same moment
+    identical: bool | None
+
+
+def default_drafters(target) -> dict[str, Callable[[], object]]:
+    """Name -> factory for the whole family, each built from at most the target model."""
+    from specnotes.drafters import (
+        DraftModel,
+        EarlyExit,
+        Lookahead,
+        PromptLookup,
+        Suffix,
+        load_distilled_draft,
+    )
+
+    distilled = load_distilled_draft(target)
+    return {
+        "prompt-lookup": PromptLookup,
+        "suffix": Suffix,
+        "lookahead": Lookahead,
+        "early-exit": lambda: EarlyExit(target),
+        "early-exit+adapter": lambda: EarlyExit(target, adapter="trained"),
+        "distilled-draft": lambda: DraftModel(distilled),
+    }
+
+
+def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
+        max_new_tokens: int = 64, k: int = 4, do_sample: bool = False, seed: int = 0,
+        progress: bool = True) -> list[Run]:
+    """For each prompt: plain decoding, then each drafter through the engine, back to back."""
+    from tqdm.auto import tqdm
+
+    from specnotes import engine
+    from specnotes.decode import plain_generate, prompt_ids
+
+    runs = []
+    for i, p in enumerate(tqdm(prompts, desc="prompts", disable=not progress)):
+        ids = prompt_ids(tokenizer, p["text"])
+        start = time.perf_counter()
+        plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, seed=seed,
+                               eos_token_id=tokenizer.eos_token_id)
+        plain_s = time.perf_counter() - start
+        plain_tokens = plain.tokens
+        for name, make in drafters.items():
+            drafter = TimedDrafter(make())
+            start = time.perf_counter()
+            res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample, seed=seed,
+                                  eos_token_id=tokenizer.eos_token_id)
+            secs = time.perf_counter() - start
+            # compare equal lengths: an EOS can end either one first
+            width = int(res.drafted_counts.max(initial=0))
+            judged_at, kept_at = np.zeros(width, dtype=int), np.zeros(width, dtype=int)
+            for r in res.trace:
+                judged_at[: r.judged] += 1
+                kept_at[: r.accepted] += 1
+            runs.append(Run(
+                name, p["kind"], i, len(res.tokens), secs,
+                plain_s * len(res.tokens) / max(len(plain_tokens), 1), drafter.seconds,
+                len(res.trace), int(res.drafted_counts.sum()), int(res.accepted_counts.sum()),
+                int(judged_at.sum()), judged_at.tolist(), kept_at.tolist(),
+                None if do_sample else res.tokens == plain_tokens[: len(res.tokens)]))
+    return runs
+
+
+def table(runs: list[Run]) -> list[Row]:
+    """One row per (drafter, kind), and an "all" row per drafter; sums before ratios."""
+    rows = []
+    names = list(dict.fromkeys(r.drafter for r in runs))
+    kinds = [k for k in KINDS if any(r.kind == k for r in runs)]
+    for name in names:
+        for kind in [*kinds, "all"]:
+            sel = [r for r in runs if r.drafter == name and (kind == "all" or r.kind == kind)]
+            if not sel:
+                continue
+            width = max(len(r.judged_at) for r in sel)
+            judged_at, kept_at = np.zeros(width), np.zeros(width)
+            for r in sel:
+                judged_at[: len(r.judged_at)] += r.judged_at
+                kept_at[: len(r.kept_at)] += r.kept_at
+            calls = sum(r.target_calls for r in sel)
+            tokens = sum(r.new_tokens for r in sel)
+            plain_s = sum(r.plain_seconds for r in sel)
+            judged = sum(r.judged for r in sel)
+            draft_s = sum(r.draft_seconds for r in sel)
+            step_s = plain_s / max(tokens, 1)
+            same = [r.identical for r in sel if r.identical is not None]
+            rows.append(Row(
+                name, kind,
+                alpha=sum(r.accepted for r in sel) / judged if judged else float("nan"),
+                per_position=(kept_at / np.maximum(judged_at, 1)).round(3).tolist(),
+                tokens_per_call=tokens / max(calls, 1),
+                draft_ms_per_call=1e3 * draft_s / max(calls, 1),
+                c=draft_s / max(calls, 1) / step_s,
+                c_per_token=draft_s / max(sum(r.drafted for r in sel), 1) / step_s,
+                speedup=plain_s / sum(r.seconds for r in sel),
+                identical=all(same) if same else None))
+    return rows
+
+
+def as_records(rows: list[Row]) -> list[dict]:
+    return [asdict(r) for r in rows]
+
+
+def markdown(rows: list[Row], kind: str | None = None) -> str:
+    """A markdown table (all kinds, or one)."""
+    head = "| drafter | task | α | tokens/pass | draft ms/round | c (round) | speedup | = greedy |\n" \
+           "|---|---|---:|---:|---:|---:|---:|:---:|\n"
+    lines = []
+    for r in rows:
+        if kind is not None and r.kind != kind:
+            continue
+        same = "" if r.identical is None else ("yes" if r.identical else "NO")
+        lines.append(f"| {r.drafter} | {r.kind} | {r.alpha:.2f} | {r.tokens_per_call:.2f} | "
+                     f"{r.draft_ms_per_call:.1f} | {r.c:.2f} | {r.speedup:.2f}× | {same} |")
+    return head + "\n".join(lines) + "\n"

@@ -1,0 +1,111 @@
+"""A small draft LM distilled from the target on CPU: a few of the target's own layers, retrained to
+predict the target's next token, with the target's embeddings and LM head (so its tokenizer too).
+
+It is an ordinary transformers LlamaForCausalLM, so it also works as `assistant_model=` in transformers'
+generate. Notebook 06 trains and compares it; 07 times it. Weights trained in full mode are committed to
+data/drafters/ (tools/train_drafters.py regenerates them); without them a quick one is trained and cached.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from specnotes import distill
+
+FILE = "distilled-{layers}.safetensors"
+
+
+def student(target, layers: tuple[int, ...] = (0, 1)):
+    """A new LlamaForCausalLM made of copies of the target's layers `layers` (renumbered 0..n-1) and its
+    final norm, sharing the target's embeddings and LM head, which stay frozen."""
+    import torch
+
+    total = target.config.num_hidden_layers
+    if not layers or any(not 0 <= i < total for i in layers):
+        raise ValueError(f"layers must be indices into the target's {total} layers, got {layers!r}")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = len(layers)
+    if getattr(config, "layer_types", None):
+        config.layer_types = [config.layer_types[i] for i in layers]
+    with torch.device("meta"):
+        model = type(target)(config)
+    model.model.embed_tokens = target.model.embed_tokens
+    model.lm_head = target.lm_head
+    model.model.rotary_emb = target.model.rotary_emb
+    copies = []
+    for new_idx, i in enumerate(layers):
+        layer = copy.deepcopy(target.model.layers[i])
+        layer.self_attn.layer_idx = new_idx  # the KV cache is indexed by it
+        copies.append(layer)
+    model.model.layers = torch.nn.ModuleList(copies)
+    model.model.norm = copy.deepcopy(target.model.norm)
+    model.generation_config = copy.deepcopy(target.generation_config)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in [*model.model.layers.parameters(), *model.model.norm.parameters()]:
+        p.requires_grad_(True)
+    return model.eval()
+
+
+def _name(layers) -> str:
+    return FILE.format(layers="-".join(map(str, layers)))
+
+
+def committed_path(layers=(0, 1)) -> Path:
+    return distill.DATA / _name(layers)
+
+
+def cached_path(layers=(0, 1)) -> Path:
+    from specnotes.models import cache_dir
+
+    return cache_dir() / "drafters" / _name(layers)
+
+
+def train_distilled_draft(target, layers=(0, 1), steps: int = 600, seconds: float | None = None,
+                          data=None, teacher_k: int = 8, lr: float = 1e-3, save_to: Path | None = None,
+                          progress: bool = True):
+    """Distil a draft from `target` on `data` (see distill.distill); returns (model, TrainLog)."""
+    model = student(target, tuple(layers))
+    log = distill.distill(model, target, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
+                          desc="distilling draft", progress=progress)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    if save_to is not None:
+        _save(model, save_to, log, layers)
+    return model, log
+
+
+def _save(model, path, log, layers):
+    for p in [*model.model.layers.parameters(), *model.model.norm.parameters()]:
+        p.requires_grad_(True)
+    try:
+        distill.save_trainable(model, path, {"layers": list(layers), "steps": log.steps,
+                                             "seconds": round(log.seconds, 1),
+                                             "final_loss": round(float(sum(log.losses[-20:]) /
+                                                                       max(len(log.losses[-20:]), 1)), 4)})
+    finally:
+        for p in model.parameters():
+            p.requires_grad_(False)
+
+
+def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0, progress: bool = True):
+    """The trained draft LM for `target` (the offline default model when None): the committed weights,
+    else ones cached by an earlier quick run, else a quick one trained now (~20 s) and cached."""
+    from specnotes import models
+
+    if target is None:
+        target, _ = models.load()
+    model = student(target, tuple(layers))
+    for path in (committed_path(layers), cached_path(layers)):
+        if path.exists():
+            distill.load_trainable(model, path)
+            break
+    else:
+        model, log = train_distilled_draft(target, layers, steps=200, seconds=quick_seconds,
+                                           data=distill.self_windows(limit=64), teacher_k=0,
+                                           progress=progress)
+        _save(model, cached_path(layers), log, layers)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.to(next(target.parameters()).dtype).eval()

@@ -1,0 +1,105 @@
+"""Early exit: draft with the target's own first n layers and its LM head (self-speculation, as in
+LayerSkip and Draft & Verify). Nothing extra to store, but a middle layer's hidden state was never trained
+to be read by the LM head, so untrained the guesses are poor. A small exit adapter, trained by
+self-distillation while every target weight stays frozen, fixes much of that. Notebook 06.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specnotes import distill
+from specnotes.drafters.draft_model import DraftModel
+
+FILE = "exit-adapter-{n}.safetensors"
+
+
+def _adapter_class():
+    import torch
+
+    class ExitAdapter(torch.nn.Module):
+        """h + W_up silu(W_down h): a low-rank residual correction of the exit layer's hidden state,
+        starting as the identity (W_up = 0), then the target's final norm."""
+
+        def __init__(self, hidden: int, rank: int, norm):
+            super().__init__()
+            self.down = torch.nn.Linear(hidden, rank, bias=False)
+            self.up = torch.nn.Linear(rank, hidden, bias=False)
+            torch.nn.init.zeros_(self.up.weight)
+            self.norm = norm
+
+        def forward(self, h):
+            return self.norm(h + self.up(torch.nn.functional.silu(self.down(h))))
+
+    return ExitAdapter
+
+
+def exit_model(target, n_layers: int, rank: int | None = 64):
+    """The target's first n_layers, then (with a rank) an exit adapter, then its final norm and LM head.
+    Target weights are shared and frozen; only the adapter's are trainable."""
+    from specnotes.models import truncated
+
+    model = truncated(target, n_layers)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    if rank:
+        dtype = next(target.parameters()).dtype
+        adapter = _adapter_class()(target.config.hidden_size, rank, target.model.norm)
+        model.model.norm = adapter.to(dtype)  # only the small model's norm slot; the target keeps its own
+        for p in [*adapter.down.parameters(), *adapter.up.parameters()]:
+            p.requires_grad_(True)
+    return model
+
+
+def committed_path(n_layers: int) -> Path:
+    return distill.DATA / FILE.format(n=n_layers)
+
+
+def cached_path(n_layers: int) -> Path:
+    from specnotes.models import cache_dir
+
+    return cache_dir() / "drafters" / FILE.format(n=n_layers)
+
+
+def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 400,
+                       seconds: float | None = None, data=None, teacher_k: int = 8, lr: float = 3e-3,
+                       save_to: Path | None = None, progress: bool = True):
+    """Train an exit adapter after layer n_layers; returns (exit model, TrainLog)."""
+    model = exit_model(target, n_layers, rank)
+    log = distill.distill(model, target, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
+                          desc=f"exit adapter @ layer {n_layers}", progress=progress)
+    if save_to is not None:
+        distill.save_trainable(model, save_to, {"n_layers": n_layers, "rank": rank, "steps": log.steps})
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, log
+
+
+class EarlyExit(DraftModel):
+    """Self-speculation from the target's first n_layers with its shared LM head.
+
+    adapter: None for the plain (untrained) exit; "trained" for the committed or cached adapter (a quick
+    one is trained and cached when neither exists); or an exit model from train_exit_adapter.
+    The draft keeps its own KV cache for its n layers (LayerSkip reuses the target's; simpler here).
+    """
+
+    def __init__(self, target, n_layers: int = 4, adapter=None, rank: int = 64,
+                 quick_seconds: float = 20.0):
+        self.n_layers = n_layers
+        if adapter is None:
+            model = exit_model(target, n_layers, rank=None)
+        elif adapter == "trained":
+            model = exit_model(target, n_layers, rank)
+            for path in (committed_path(n_layers), cached_path(n_layers)):
+                if path.exists():
+                    distill.load_trainable(model, path)
+                    break
+            else:
+                model, _ = train_exit_adapter(target, n_layers, rank, steps=200, seconds=quick_seconds,
+                                              data=distill.self_windows(limit=64), teacher_k=0,
+                                              save_to=cached_path(n_layers))
+        else:
+            model = adapter
+        for p in model.parameters():
+            p.requires_grad_(False)
+        super().__init__(model.eval())

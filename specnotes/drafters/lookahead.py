@@ -1,0 +1,75 @@
+"""Lookahead decoding, simplified: no draft model, only the target. Each verify pass also runs a few
+guessed tokens; what the target predicts after them is a free Jacobi-iteration step. Every prediction
+the target makes in a pass is stored as an n-gram (the n-1 tokens it saw, then its choice), and later
+drafts are chained out of that pool. After Fu et al., 2024. Notebook 06.
+
+The paper runs its lookahead window and its verification branch side by side in one pass with a custom
+attention mask; here the guesses ride at the end of the draft under the ordinary causal mask, which keeps
+the engine unchanged and the output exact (drafts are point masses, verified as usual).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specnotes.drafters import Draft
+
+
+class Lookahead:
+    """Drafts chained from an n-gram pool filled with the target's own predictions.
+
+    When the pool has no continuation for the tail, the draft is the Jacobi guess: the target's
+    predictions from the last pass beyond the point it accepted, or, at the start, tokens from the prompt.
+    """
+
+    def __init__(self, n: int = 3, window: int = 4, max_tokens: int = 16, seed: int = 0):
+        if n < 2 or window < 0 or max_tokens < 1:
+            raise ValueError(f"need n >= 2, window >= 0, max_tokens >= 1; got {n}, {window}, {max_tokens}")
+        self.n, self.window, self.max_tokens = n, window, max_tokens
+        self.rng = np.random.default_rng(seed)
+        self.pool: dict[tuple, int] = {}
+        self.guess: list[int] = []
+        self.prompt: list[int] = []
+
+    def reset(self, prompt: list[int]) -> None:
+        self.pool, self.guess, self.prompt = {}, [], list(prompt)
+
+    def chain(self, tokens: list[int], limit: int) -> list[int]:
+        """Follow the pool from the sequence's last n-1 tokens."""
+        out: list[int] = []
+        ctx = tuple(tokens[-(self.n - 1):])
+        while len(out) < limit:
+            nxt = self.pool.get(ctx)
+            if nxt is None:
+                break
+            out.append(nxt)
+            ctx = (*ctx[1:], nxt)
+        return out
+
+    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
+        draft = self.chain(tokens, self.max_tokens)
+        if not draft:
+            draft = self.guess[: self.window]
+            if len(draft) < self.window and self.prompt:
+                fill = self.rng.choice(self.prompt, self.window - len(draft))
+                draft = [*draft, *map(int, fill)]
+        self._sent = len(draft)
+        return Draft(draft, None)
+
+    def observe(self, tokens: list[int], inputs: list[int], predictions: list[int]) -> None:
+        """One target pass: `tokens` is the sequence before it, `inputs` the pass's tokens (the last token
+        then the draft), predictions[j] the target's argmax after inputs[j]."""
+        ctx = tokens[-(self.n - 1):-1] if self.n > 2 else []
+        context = [*ctx, *inputs]  # the n-1 tokens ending at each input
+        for j, pred in enumerate(predictions):
+            end = len(ctx) + j + 1
+            if end >= self.n - 1:
+                self.pool[tuple(context[end - (self.n - 1):end])] = pred
+        self._predictions = predictions
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        # the Jacobi step: predictions past the accepted prefix (and the target's own next token) are
+        # the next guesses for the positions after the new sequence end
+        preds = getattr(self, "_predictions", [])
+        self.guess = list(preds[n_accepted + 1:])
+        self._predictions = []

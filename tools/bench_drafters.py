@@ -1,0 +1,60 @@
+"""Notebook 06's drafter table as a benchmark: every drafter on every task type of the held-out prompts.
+
+`make bench` runs it and writes bench/drafters.json and bench/drafters.md. For each prompt, plain greedy
+decoding and every drafter run back to back (round-robin), so speedups are ratios measured at the same
+moment; every run is also checked to give plain greedy's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from specnotes import compare, distill, models, quick_mode
+from specnotes.env import environment
+
+K = 3
+
+
+def main() -> int:
+    quick = quick_mode()
+    per_kind = 1 if quick else 4
+    max_new_tokens = 48 if quick else 128
+    target, tokenizer = models.load(device="cpu")
+    env = environment()
+    heldout = distill.prompts("heldout")
+    prompts = [p for kind in compare.KINDS for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
+    drafters = compare.default_drafters(target)
+    compare.run(target, tokenizer, {"warm-up": drafters["prompt-lookup"]}, prompts[:1], 8, K, progress=False)
+    start = time.perf_counter()
+    runs = compare.run(target, tokenizer, drafters, prompts, max_new_tokens=max_new_tokens, k=K)
+    rows = compare.table(runs)
+    report = {
+        "machine": env.as_dict(), "k": K, "max_new_tokens": max_new_tokens, "prompts_per_kind": per_kind,
+        "greedy": True, "seconds": time.perf_counter() - start,
+        "all_identical_to_plain": all(r.identical for r in runs),
+        "rows": compare.as_records(rows),
+        "runs": [vars(r) for r in runs],
+    }
+    out = Path("bench")
+    out.mkdir(exist_ok=True)
+    (out / "drafters.json").write_text(json.dumps(report, indent=1))
+    text = (
+        "# Drafters on SmolLM2-135M-Instruct, held-out prompts (greedy)\n\n"
+        f"{env.device} ({env.device_name}), {env.dtype}, {env.threads} threads, torch {env.torch}, "
+        f"transformers {env.transformers}. {per_kind} held-out prompt(s) per task type, up to "
+        f"{max_new_tokens} new tokens, k = {K} for the model drafters (the model-free ones choose their "
+        "own length). Plain decoding and every drafter run back to back per prompt; speedup = plain time "
+        "/ speculative time. c = drafting time per round / plain time per token.\n\n"
+        f"Every run identical to plain greedy: {report['all_identical_to_plain']}.\n\n"
+        + compare.markdown(rows)
+    )
+    (out / "drafters.md").write_text(text)
+    print(text)
+    return 0 if report["all_identical_to_plain"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Write data/drafters/prompts.json: the training and held-out prompt sets for notebook 06's drafters.
+
+Four task kinds: copy (copy, extract or fix a given text), code, story and qa. Passages for the copy
+prompts come from Python's own pydoc topics, which every Python install carries. The held-out set uses
+subjects and passages that the training set never sees. Deterministic: rerunning gives the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import pydoc_data.topics
+import random
+import re
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "data" / "drafters" / "prompts.json"
+
+STORY_SUBJECTS = [
+    "a lighthouse keeper who finds a message in a bottle", "a robot who wants to learn to bake bread",
+    "two rival gardeners in a small village", "a cat that rides the night train", "a girl who maps caves",
+    "an old clockmaker and his last clock", "a dragon afraid of the dark", "a fox who opens a library",
+    "a sailor lost in fog", "a child who can talk to bees", "the last tree on a windy island",
+    "a detective who solves crimes by smell", "a musician who plays for whales", "a city made of glass",
+    "a boy who trades his shadow", "a knight with a broken sword", "a snowman who wants to see summer",
+    "a baker on the moon", "a painter who paints only doors", "a postman delivering letters to the past",
+    "an owl who keeps a diary", "a mountain that moves at night", "a farmer and a talking scarecrow",
+    "a ship's cook during a storm", "twin sisters who swap lives", "a ghost who is afraid of people",
+    "a tortoise who enters a race again", "a queen who loses her crown", "a spaceship with one passenger",
+    "a river that flows uphill", "a bookshop that opens only when it rains", "a teacher on the first day",
+]
+STORY_FORMS = ["Write a short story about {}.", "Tell me a bedtime story about {}.",
+               "Write a short fable about {} and end with its moral.", "Write a funny story about {}."]
+
+QA_SUBJECTS = [
+    "photosynthesis", "why the sky is blue", "how vaccines work", "the water cycle", "gravity",
+    "how a rainbow forms", "what a black hole is", "how computers store numbers", "the French Revolution",
+    "why leaves change colour", "how bees make honey", "what inflation is", "how the heart pumps blood",
+    "how tides work", "what DNA does", "why we have seasons", "how airplanes fly", "what an atom is",
+    "how volcanoes erupt", "what the internet is", "how a battery works", "why ice floats",
+    "how sound travels", "what a neural network is", "how the moon affects Earth", "what a recession is",
+    "how plants drink water", "why stars twinkle", "how soap cleans", "what electricity is",
+    "how earthquakes happen", "what a prime number is",
+]
+QA_FORMS = ["Explain {} in simple terms.", "What should a student know about {}?",
+            "Answer briefly: can you describe {}?", "Give three facts about {}."]
+
+CODE_TASKS = [
+    "reverses a string", "checks whether a number is prime", "counts the words in a sentence",
+    "returns the largest item in a list", "computes the factorial of n", "merges two sorted lists",
+    "removes duplicates from a list while keeping order", "converts Celsius to Fahrenheit",
+    "checks whether a string is a palindrome", "returns the n-th Fibonacci number",
+    "flattens a nested list", "counts vowels in a string", "sorts a list of dictionaries by a key",
+    "reads a text file and returns its lines", "finds the second smallest number in a list",
+    "computes the average of a list of numbers", "capitalizes every word in a sentence",
+    "returns the common elements of two lists", "checks whether brackets in a string are balanced",
+    "converts a binary string to an integer", "groups words by their first letter",
+    "computes the greatest common divisor of two numbers", "rotates a list by k positions",
+    "returns a dictionary of character frequencies", "validates a simple email address",
+    "splits a list into chunks of size n", "computes the sum of the digits of a number",
+    "transposes a matrix given as a list of lists", "finds the longest word in a sentence",
+    "implements binary search on a sorted list", "converts a Roman numeral to an integer",
+    "returns the running total of a list",
+]
+CODE_FORMS = ["Write a Python function that {}.", "Write a Python function that {}, with a docstring.",
+              "Show a short Python example of a function that {}.", "Write a JavaScript function that {}."]
+
+COPY_FORMS = [
+    "Copy the following text exactly, word for word:\n\n{}",
+    "Fix the spelling mistakes in this text and return the corrected text:\n\n{}",
+    "Repeat the first two sentences of this text:\n\n{}",
+    "Rewrite this text as a bulleted list, keeping the wording:\n\n{}",
+]
+
+
+def passages() -> list[str]:
+    """Clean first paragraphs of the pydoc topics, 200-500 characters each, in a fixed order."""
+    out = []
+    for name in sorted(pydoc_data.topics.topics):
+        text = pydoc_data.topics.topics[name]
+        paras = [re.sub(r"\s+", " ", p).strip() for p in text.split("\n\n")]
+        for p in paras:
+            if 200 <= len(p) <= 500 and not re.search(r"[*:=]{3}|::|\|", p):
+                out.append(p)
+                break
+    return out
+
+
+def typos(text: str, rng: random.Random) -> str:
+    """Swap two adjacent letters in about one word in eight."""
+    words = text.split(" ")
+    for i, w in enumerate(words):
+        if len(w) > 4 and w.isalpha() and rng.random() < 0.125:
+            j = rng.randrange(1, len(w) - 2)
+            words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+    return " ".join(words)
+
+
+def build(n_heldout_per_kind: int = 8) -> dict:
+    rng = random.Random(6)
+    # each subject gets one form, cycling, so the forms are spread evenly
+    kinds = {}
+    kinds["story"] = [STORY_FORMS[i % 4].format(s) for i, s in enumerate(STORY_SUBJECTS)]
+    kinds["qa"] = [QA_FORMS[i % 4].format(s) for i, s in enumerate(QA_SUBJECTS)]
+    kinds["code"] = [CODE_FORMS[i % 4].format(s) for i, s in enumerate(CODE_TASKS)]
+    texts = passages()
+    copy = []
+    for i, p in enumerate(texts):
+        form = COPY_FORMS[i % 4]
+        copy.append(form.format(typos(p, rng) if "spelling" in form else p))
+    kinds["copy"] = copy
+    train, heldout = [], []
+    for kind, prompts in kinds.items():
+        order = list(range(len(prompts)))
+        rng.shuffle(order)
+        for rank, i in enumerate(order):
+            (heldout if rank < n_heldout_per_kind else train).append({"kind": kind, "text": prompts[i]})
+    return {"about": "Prompts for notebook 06's drafters; written by tools/make_prompts.py.",
+            "train": train, "heldout": heldout}
+
+
+if __name__ == "__main__":
+    data = build()
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    counts = {k: sum(p["kind"] == k for p in data["train"]) for k in ("copy", "code", "story", "qa")}
+    print(f"wrote {OUT}: train {counts}, heldout {len(data['heldout'])}")

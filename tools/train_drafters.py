@@ -1,0 +1,51 @@
+"""Train notebook 06's drafters in full mode and write their weights to data/drafters/ (committed).
+
+    python tools/train_drafters.py            # the distilled draft LM, then the early-exit adapter
+    python tools/train_drafters.py --only exit
+
+Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
+Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
+cached). Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter, on 2
+CPU cores. Without these files, load_distilled_draft() and EarlyExit(adapter="trained") train quick ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from specnotes import distill, models
+from specnotes.drafters import distilled, early_exit
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["draft", "exit"])
+    ap.add_argument("--draft-seconds", type=float, default=540)
+    ap.add_argument("--exit-seconds", type=float, default=240)
+    ap.add_argument("--pydoc-windows", type=int, default=300)
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    target, tokenizer = models.load(device="cpu", dtype=torch.float32)
+    data = distill.concat(distill.self_windows(), distill.pydoc_windows(tokenizer, args.pydoc_windows))
+    print(f"training windows: {len(data.inputs)} x {data.inputs.shape[1]} tokens")
+    distill.teacher_targets(target, data.inputs)
+    if args.only in (None, "draft"):
+        path = distilled.committed_path()
+        _, log = distilled.train_distilled_draft(target, steps=int(args.draft_seconds / 1.3),
+                                                 seconds=args.draft_seconds, data=data, save_to=path)
+        print(f"draft: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+    if args.only in (None, "exit"):
+        path = early_exit.committed_path(4)
+        _, log = early_exit.train_exit_adapter(target, 4, steps=int(args.exit_seconds / 0.8),
+                                               seconds=args.exit_seconds, data=data, save_to=path)
+        print(f"exit adapter: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
