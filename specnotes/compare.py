@@ -107,7 +107,7 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     from specnotes.decode import plain_generate, prompt_ids
 
     runs = []
-    for i, p in enumerate(tqdm(prompts, desc="prompts", disable=not progress)):
+    for i, p in enumerate(tqdm(prompts, desc="prompts", **({} if progress else {"disable": True}))):
         ids = prompt_ids(tokenizer, p["text"])
         start = time.perf_counter()
         plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, seed=seed,

@@ -70,7 +70,8 @@ def teacher_topk(target, inputs: np.ndarray, k: int = 8, batch: int = 8, progres
 
     ids, probs = [], []
     with torch.inference_mode():
-        for s in tqdm(range(0, len(inputs), batch), desc="teacher pass", disable=not progress):
+        quiet = {} if progress else {"disable": True}  # otherwise TQDM_DISABLE decides
+        for s in tqdm(range(0, len(inputs), batch), desc="teacher pass", **quiet):
             logits = target(torch.as_tensor(inputs[s:s + batch])).logits.float()
             top = torch.topk(torch.log_softmax(logits, -1), k, dim=-1)
             ids.append(top.indices)
@@ -115,7 +116,7 @@ def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: 
     order = np.array([], dtype=int)
     losses = []
     start = time.perf_counter()
-    bar = tqdm(range(steps), desc=desc, disable=not progress)
+    bar = tqdm(range(steps), desc=desc, **({} if progress else {"disable": True}))
     done = 0
     for _ in bar:
         if len(order) < batch:
