@@ -56,7 +56,7 @@ notebooks: model
 
 bench: install
 	$(PY) tools/bench_toy.py
-	$(PY) tools/bench_engine.py
+	$(PY) tools/bench_live.py
 	$(PY) tools/bench_drafters.py
 
 clean:

@@ -13,7 +13,7 @@ __all__ = ["quick_mode", "setup", "__version__"]
 
 _SUBMODULES = {
     "bench", "bugzoo", "compare", "decode", "distill", "drafters", "engine", "env", "exercises", "models",
-    "roofline", "rules", "theory", "toy", "viz", "widgets",
+    "roofline", "rules", "theory", "timings", "toy", "viz", "widgets",
 }
 
 

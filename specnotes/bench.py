@@ -68,3 +68,91 @@ def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, wa
             cache.crop(-tokens)
 
         return time_call(step, repeats, warmup, device)
+
+
+# --------------------------------------------------------------------------- the round-robin harness
+
+
+class CountCalls:
+    """Counts a model's forward calls with a forward hook (a context manager; `n` after the block)."""
+
+    def __init__(self, model):
+        self.model, self.n, self._handle = model, 0, None
+
+    def _hook(self, *args):
+        self.n += 1
+
+    def __enter__(self):
+        self.n = 0
+        self._handle = self.model.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.remove()
+
+
+@dataclass
+class Output:
+    """What one generation returns to the harness: its new tokens, and (engine modes) the engine Result
+    and the seconds its drafter spent drafting."""
+
+    tokens: list
+    result: object = None
+    draft_seconds: float = 0.0
+
+
+@dataclass
+class Sample:
+    mode: str
+    prompt_kind: str
+    prompt: int
+    sampling: str  # "greedy" or "sample"
+    seconds: float
+    target_calls: int
+    output: Output
+
+
+def first_difference(a: list, b: list) -> int | None:
+    """The first position where two token lists differ (a length difference counts), or None."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"), repeats: int = 3,
+                warmup: int = 1, seed: int = 0, device="cpu", progress: bool = True) -> list[Sample]:
+    """Time every mode on every prompt, interleaved: for each repeat, each prompt and each mode in turn,
+    so a slow moment of a shared machine hits all modes alike.
+
+    modes: name -> fn(input_ids, do_sample: bool, seed: int) -> Output. prompts: kind -> list of (1, T)
+    input ids. The target's forward calls are counted with a hook on `model`. Warm-up runs (one per mode
+    and prompt by default) are not recorded."""
+    from tqdm.auto import tqdm
+
+    from specnotes.decode import sync
+
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    jobs = [(s, kind, i, ids) for s in samplings
+            for kind, lst in prompts.items() for i, ids in enumerate(lst)]
+    for s in samplings:
+        if s not in ("greedy", "sample"):
+            raise ValueError(f"sampling must be 'greedy' or 'sample', got {s!r}")
+    samples = []
+    total = (warmup + repeats) * len(jobs) * len(modes)
+    quiet = {} if progress else {"disable": True}
+    with tqdm(total=total, desc="timing", **quiet) as bar:
+        for rep in range(-warmup, repeats):
+            for s, kind, i, ids in jobs:
+                for name, fn in modes.items():
+                    with CountCalls(model) as calls:
+                        sync(device)
+                        start = time.perf_counter()
+                        out = fn(ids, s == "sample", seed)  # same seed each repeat: same work
+                        sync(device)
+                        seconds = time.perf_counter() - start
+                    if rep >= 0:
+                        samples.append(Sample(name, kind, i, s, seconds, calls.n, out))
+                    bar.update()
+    return samples

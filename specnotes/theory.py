@@ -104,3 +104,42 @@ def speedup_table(alphas, ks, c, k_max: int = 20) -> SpeedupTable:
     values = speedup(a[:, None], kk[None, :], c)
     bk, bs = best_k(a, c, k_max)
     return SpeedupTable(a, kk, float(_c(c)), values, np.atleast_1d(bk), np.atleast_1d(bs))
+
+
+def tokens_by_draft_length(position_alpha) -> np.ndarray:
+    """E(d) for d = 0..K: expected tokens from a round that drafted d tokens, when draft position i is
+    accepted with probability position_alpha[i-1] given the scan reached it (the target's own token
+    always comes). The positional formula, for every draft length at once."""
+    a = _alpha(position_alpha).reshape(-1)
+    return np.concatenate([[1.0], 1 + np.cumsum(np.cumprod(a))])
+
+
+def predicted_speedup(position_alpha, draft_lengths, verify_cost, draft_cost=0.0, prefill: float = 0.0,
+                      n_tokens: int | None = None) -> float:
+    """Speedup over plain decoding predicted from measured parts, everything in plain decode steps.
+
+    - position_alpha (K,): acceptance at draft position i, given the scan reached it;
+    - draft_lengths (R,): each round's draft length (0 = a plain step);
+    - verify_cost (W,): cost of one target pass over w positions, indexed by w (verify_cost[1] = 1);
+      speedup() above assumes it is 1 for every w, which holds on a GPU far below the ridge point;
+    - draft_cost: drafting per round (scalar or (R,));
+    - prefill, n_tokens: the prompt pass and the number of tokens, to predict end to end.
+
+    A round with d drafts yields E(d) = 1 + sum_{i<=d} prod_{j<=i} alpha_j tokens (the positional
+    formula) and costs verify_cost[d+1] + its draft cost. Speculation needs N * mean(cost) / mean(E)
+    steps where plain needs N."""
+    a = _alpha(position_alpha).reshape(-1)
+    d = np.asarray(draft_lengths, dtype=np.int64).reshape(-1)
+    v = np.asarray(verify_cost, dtype=np.float64).reshape(-1)
+    if d.size == 0 or np.any(d < 0):
+        raise ValueError("draft_lengths needs at least one round and no negative lengths")
+    if d.max() > a.size:
+        raise ValueError(f"a round drafted {d.max()} tokens but position_alpha has only {a.size} positions")
+    if v.size < d.max() + 2:
+        raise ValueError(f"verify_cost must cover widths up to {d.max() + 1} (index = width)")
+    tokens_at = tokens_by_draft_length(a)
+    cost = v[d + 1] + _c(draft_cost)
+    steps_per_token = cost.mean() / tokens_at[d].mean()
+    if n_tokens is None or prefill == 0:
+        return float(1 / steps_per_token)
+    return float((prefill + n_tokens) / (prefill + n_tokens * steps_per_token))

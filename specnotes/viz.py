@@ -366,3 +366,52 @@ def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
     ax.set_ylim(-0.03, 1.03)
     ax.legend(fontsize=8)
     return ax
+
+
+def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
+    """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
+    (records from specnotes.timings)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(8, 3.6))[1]
+    sel = [r for r in runs if r["sampling"] == sampling]
+    modes = list(dict.fromkeys(r["mode"] for r in sel))
+    kinds = list(dict.fromkeys(r["prompt_kind"] for r in sel))
+    width = 0.8 / max(len(modes), 1)
+    for j, mode in enumerate(modes):
+        rs = [next(r for r in sel if r["mode"] == mode and r["prompt_kind"] == k) for k in kinds]
+        x = np.arange(len(kinds)) + (j - (len(modes) - 1) / 2) * width
+        vals = np.array([r["tokens_per_s"] for r in rs])
+        lo = vals - np.array([r["tokens_per_s_spread"][0] for r in rs])
+        hi = np.array([r["tokens_per_s_spread"][1] for r in rs]) - vals
+        ax.bar(x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], capsize=2, label=mode)
+    ax.set_xticks(np.arange(len(kinds)), [f"{k} prompt" for k in kinds])
+    ax.set_ylabel("new tokens per second")
+    ax.set_title(f"{sampling}: throughput by mode (bars: median; whiskers: min–max over repeats)")
+    ax.legend(fontsize=7, ncols=2)
+    return ax
+
+
+def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
+    """Each engine mode's predicted speedup against its measured one, with the ±band corridor."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(5, 4.6))[1]
+    pts = [r for r in runs if r.get("predicted_speedup") is not None]
+    top = max([1.5] + [max(r["predicted_speedup"], r["speedup"]) * 1.1 for r in pts])
+    xs = np.linspace(0, top, 50)
+    ax.plot(xs, xs, "k-", lw=0.8)
+    ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="0.85", label=f"±{band:.0%}")
+    markers = {"greedy": "o", "sample": "s"}
+    for r in pts:
+        ax.scatter(r["predicted_speedup"], r["speedup"], marker=markers.get(r["sampling"], "o"), s=30)
+        ax.annotate(f"{r['mode'].removeprefix('engine-')}\n{r['prompt_kind']}, {r['sampling']}",
+                    (r["predicted_speedup"], r["speedup"]), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.axhline(1, color="tab:red", lw=0.6, ls=":")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("predicted speedup (measured α, draft and verify costs)")
+    ax.set_ylabel("measured speedup")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax

@@ -1,0 +1,377 @@
+"""Live assisted-generation timings (notebook 07, `make bench`): transformers' assisted generation and
+the engine side by side, every mode timed round-robin by specnotes.bench, and each engine mode's speedup
+predicted from its measured acceptance and costs before it is compared with the measured one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+REFERENCES = Path(__file__).resolve().parent / "data" / "reference_runs"
+
+_PASSAGE = ("The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
+            "polished the great lens, and wound the clockwork that turned the light. Ships far out at sea "
+            "counted the flashes, five seconds apart, and knew exactly where the rocks lay.")
+_CODE = '''def mean(values):
+    total = 0
+    for v in values:
+        total += v
+    return total / len(values)
+
+
+def spread(values):
+    low = min(values)
+    high = max(values)
+    return high - low
+'''
+PROMPTS = {
+    "copy": [
+        f"Rename the variable `values` to `xs` everywhere in this code and return the full code:\n\n{_CODE}",
+        f"Quote the second and third sentences of this paragraph exactly:\n\n{_PASSAGE}",
+        "Fix the typos and return the corrected text: The lighthuose keeper climbed the spiral stiars "
+        "every evening at dusk. He trimmed the wick, polsihed the great lens, and wound the clockwork "
+        "that turned the light.",
+    ],
+    "free": [
+        "Write a short story about a robot who learns to paint.",
+        "Write a short story about two friends who get lost in a forest.",
+    ],
+}
+HUB_PAIR = ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    dtype: str
+    target: str  # a model name for specnotes.models.load
+    draft: str  # a model name, or "distilled" for the draft LM trained in notebook 06
+    note: str
+
+
+def plan(device: str | None = None, online: bool | None = None) -> Plan:
+    """What to time here. On CUDA with the hub reachable (Colab): the seed article's pair in bf16,
+    SmolLM2-360M verified by SmolLM2-135M. Otherwise: the offline 135M model and its distilled draft."""
+    from specnotes import models
+    from specnotes.env import default_device, default_dtype
+
+    device = device or default_device()
+    dtype = str(default_dtype(device)).removeprefix("torch.")
+    if device == "cuda":
+        if online is None:
+            online = models._hub_reachable()
+        if online:
+            return Plan(device, dtype, HUB_PAIR[0], HUB_PAIR[1],
+                        "GPU and hub: the seed article's pair, 360M target with the 135M draft")
+    return Plan(device, dtype, models.DEFAULT, "distilled",
+                "offline: SmolLM2-135M-Instruct with the 2-layer draft distilled in notebook 06")
+
+
+def load(p: Plan):
+    """(target, tokenizer, draft model) for a plan."""
+    from specnotes import models
+    from specnotes.drafters import load_distilled_draft
+
+    target, tokenizer = models.load(p.target, device=p.device)
+    if p.draft == "distilled":
+        draft = load_distilled_draft(target)
+    else:
+        draft, _ = models.load(p.draft, device=p.device)
+    return target, tokenizer, draft
+
+
+def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = True) -> dict:
+    """name -> fn(input_ids, do_sample, seed) -> bench.Output, for bench.round_robin.
+
+    Sampling is at temperature 1.0 with top-k and top-p off in every mode, so all sample the same
+    distribution. Engine drafters are built fresh for each call (no memory carried between runs)."""
+    import torch
+
+    from specnotes import engine
+    from specnotes.bench import Output
+    from specnotes.compare import TimedDrafter
+    from specnotes.drafters import DraftModel, EarlyExit, PromptLookup, Suffix
+    from specnotes.models import _quiet_transformers
+
+    def hf(**extra_kwargs):
+        def run(ids, do_sample, seed):
+            torch.manual_seed(seed)
+            kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                          do_sample=do_sample, pad_token_id=target.generation_config.eos_token_id)
+            if do_sample:
+                kwargs.update(temperature=1.0, top_k=0, top_p=1.0)
+            # assisted generation warns about its own internal generation config on every first call
+            with _quiet_transformers():
+                out = target.generate(ids, **kwargs, **extra_kwargs)
+            return Output(out[0, ids.shape[1]:].tolist())
+        return run
+
+    def own(make, kk=k):
+        def run(ids, do_sample, seed):
+            drafter = TimedDrafter(make())
+            res = engine.generate(target, drafter, ids, max_new_tokens, k=kk, do_sample=do_sample, seed=seed)
+            return Output(res.tokens, res, drafter.seconds)
+        return run
+
+    class NoDraft:  # the engine as a plain decoder: measures its own per-round overhead
+        def reset(self, prompt):
+            pass
+
+        def propose(self, tokens, k, sampler):
+            from specnotes.drafters import Draft
+
+            return Draft([], None)
+
+        def update(self, tokens, n_accepted):
+            pass
+
+    out = {
+        "plain": hf(),
+        "engine-no-draft": own(NoDraft),
+        "hf-prompt-lookup": hf(prompt_lookup_num_tokens=10),
+        "hf-assistant": hf(assistant_model=draft),
+        "engine-prompt-lookup": own(PromptLookup),
+        "engine-draft-model": own(lambda: DraftModel(draft)),
+    }
+    if extra:
+        out["engine-suffix"] = own(Suffix)
+        from specnotes.drafters.early_exit import committed_path
+        if committed_path(4).exists() and target.config.num_hidden_layers == 30:  # trained for the 135M
+            out["engine-early-exit"] = own(lambda: EarlyExit(target, adapter="trained"))
+    return out
+
+
+@dataclass
+class Costs:
+    """Measured on this machine at one prompt's context: seconds of the prompt pass and of one decode
+    step, and the cost of a pass over w positions in decode steps (verify[w], verify[1] = 1)."""
+
+    prefill_s: float
+    step_s: float
+    verify: list[float]
+
+
+def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats: int = 5) -> Costs:
+    """Prefill time, decode step time and the verify-width cost curve at this prompt's context, for
+    widths 1, 2, 3, 4, 6, 8, 12, 16, 24, 33 (up to max_width; interpolated between them). The widths are
+    timed interleaved, `repeats` rounds of all of them, and each takes its median, so a slow moment of
+    the machine cannot bend the curve."""
+    import time
+
+    import torch
+
+    from specnotes.decode import forward_pass, sync
+
+    device = ids.device
+    grid = sorted({w for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33) if w <= max_width} | {max_width})
+    gen = torch.Generator().manual_seed(0)
+    extra = torch.randint(target.config.vocab_size, (1, context_extra + max(grid)), generator=gen).to(device)
+    prefill, times = [], {w: [] for w in grid}
+    with torch.inference_mode():
+        for rep in range(repeats + 1):  # round 0 is a warm-up
+            sync(device)
+            start = time.perf_counter()
+            _, cache = forward_pass(target, ids)
+            sync(device)
+            if rep:
+                prefill.append(time.perf_counter() - start)
+            _, cache = forward_pass(target, extra[:, :context_extra], cache)
+            for w in grid:
+                sync(device)
+                start = time.perf_counter()
+                forward_pass(target, extra[:, context_extra:context_extra + w], cache)
+                sync(device)
+                if rep:
+                    times[w].append(time.perf_counter() - start)
+                cache.crop(-w)
+    med = [float(np.median(times[w])) for w in grid]
+    curve = np.interp(np.arange(max_width + 1), grid, med) / med[0]
+    curve[0] = 0.0
+    return Costs(float(np.median(prefill)), med[0], curve.tolist())
+
+
+def _group(samples, mode, kind, sampling):
+    return [s for s in samples if s.mode == mode and s.prompt_kind == kind and s.sampling == sampling]
+
+
+def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
+    """One record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
+    costs: prompt kind -> list of Costs, one per prompt."""
+    from specnotes import theory
+    from specnotes.bench import first_difference
+
+    records = []
+    keys = list(dict.fromkeys((s.mode, s.prompt_kind, s.sampling) for s in samples))
+    for mode, kind, sampling in keys:
+        group = _group(samples, mode, kind, sampling)
+        prompts = sorted({s.prompt for s in group})
+        med = {i: float(np.median([s.seconds for s in group if s.prompt == i])) for i in prompts}
+        first = {i: next(s for s in group if s.prompt == i) for i in prompts}
+        tokens = sum(len(first[i].output.tokens) for i in prompts)
+        seconds = sum(med.values())
+        calls = sum(first[i].target_calls for i in prompts)
+        # the group is in repeat-major order, one sample per prompt per repeat
+        per_rep = np.array([s.seconds for s in group]).reshape(-1, len(prompts)).sum(axis=1)
+        prefill = sum(costs[kind][i].prefill_s for i in prompts)
+        rec = {
+            "mode": mode, "prompt_kind": kind, "sampling": sampling, "prompts": len(prompts),
+            "new_tokens": tokens, "seconds": seconds,
+            "tokens_per_s": tokens / seconds,
+            "tokens_per_s_spread": [float(tokens / per_rep.max()), float(tokens / per_rep.min())],
+            "decode_tokens_per_s": (tokens - len(prompts)) / max(seconds - prefill, 1e-9),
+            "target_calls": calls, "tokens_per_call": tokens / max(calls, 1),
+            "speedup": None, "predicted_speedup": None, "formula_speedup": None,
+            "identical_to_plain": None, "first_difference": None,
+            "alpha": None, "alpha_by_position": None, "mean_draft": None, "c_per_token": None,
+        }
+        rec["_engine"] = [first[i].output for i in prompts if first[i].output.result is not None]
+        records.append(rec)
+    for rec in records:  # engine modes: predicted from α and costs, with the engine's measured overhead
+        runs, kind = rec.pop("_engine"), rec["prompt_kind"]
+        if not runs or rec["mode"] == "engine-no-draft":
+            continue
+        kind_costs = [costs[kind][i] for i in range(rec["prompts"])]
+        calib = next((r for r in records if r["mode"] == "engine-no-draft" and r["prompt_kind"] == kind
+                      and r["sampling"] == rec["sampling"]), None)
+        overhead = 0.0
+        if calib is not None:  # one round per token: what a round costs beyond the forward pass
+            step = float(np.mean([c.step_s for c in kind_costs]))
+            prefill = sum(c.prefill_s for c in kind_costs)
+            overhead = max((calib["seconds"] - prefill) / calib["new_tokens"] - step, 0.0)
+        rec.update(_prediction(runs, kind_costs, overhead, theory))
+        rec["round_overhead_ms"] = 1e3 * overhead
+    for rec in records:  # speedup and identity against plain in the same round-robin
+        plain = next(r for r in records if r["mode"] == "plain" and r["prompt_kind"] == rec["prompt_kind"]
+                     and r["sampling"] == rec["sampling"])
+        rec["speedup"] = rec["tokens_per_s"] / plain["tokens_per_s"]
+        if rec.get("predicted_tokens_per_s") is not None:
+            rec["predicted_speedup"] = rec["predicted_tokens_per_s"] / plain["tokens_per_s"]
+        if rec["sampling"] == "greedy":
+            mine = _group(samples, rec["mode"], rec["prompt_kind"], "greedy")
+            ref = _group(samples, "plain", rec["prompt_kind"], "greedy")
+            diffs = [first_difference(next(s for s in mine if s.prompt == i).output.tokens,
+                                      next(s for s in ref if s.prompt == i).output.tokens)
+                     for i in range(rec["prompts"])]
+            rec["identical_to_plain"] = all(d is None for d in diffs)
+            rec["first_difference"] = next((d for d in diffs if d is not None), None)
+    return records
+
+
+def _prediction(outputs, costs, overhead: float, theory) -> dict:
+    """Positional α, draft lengths and draft cost from the engine's traces, then the mode's time
+    predicted from them: prompt pass + N / mean E(d) rounds, each costing a verify pass at its width,
+    its drafting and the engine's per-round overhead (all measured). The predicted tokens/s is returned
+    relative to the measured plain rate by summarize(); notebook 05's formula rides along."""
+    lengths = np.concatenate([o.result.drafted_counts for o in outputs])
+    width = int(lengths.max(initial=0))
+    judged, kept = np.zeros(max(width, 1)), np.zeros(max(width, 1))
+    for o in outputs:
+        for r in o.result.trace:
+            judged[: r.judged] += 1
+            kept[: r.accepted] += 1
+    alpha_pos = np.where(judged > 0, kept / np.maximum(judged, 1), 0.0)
+    step = float(np.mean([c.step_s for c in costs]))
+    verify = np.mean([np.asarray(c.verify)[: width + 2] for c in costs], axis=0)
+    draft_steps = sum(o.draft_seconds for o in outputs) / max(len(lengths), 1) / step
+    tokens = sum(len(o.tokens) for o in outputs)
+    prefill = sum(c.prefill_s for c in costs) / step
+    tokens_at = theory.tokens_by_draft_length(alpha_pos[:max(width, 1)])
+    round_s = float(np.mean(verify[lengths + 1])) * step + draft_steps * step + overhead
+    predicted_s = prefill * step + tokens / float(np.mean(tokens_at[lengths])) * round_s
+    alpha = float(kept.sum() / judged.sum()) if judged.sum() else 0.0
+    drafted = lengths[lengths > 0]
+    mean_draft = float(drafted.mean()) if drafted.size else 0.0
+    c_tok = sum(o.draft_seconds for o in outputs) / max(int(lengths.sum()), 1) / step
+    formula = float(theory.speedup(alpha, max(1, round(mean_draft)), c_tok)) if drafted.size else 1.0
+    return {"predicted_tokens_per_s": tokens / predicted_s, "formula_speedup": formula, "alpha": alpha,
+            "alpha_by_position": alpha_pos.round(3).tolist()[:8], "mean_draft": mean_draft,
+            "c_per_token": c_tok,
+            "verify_cost_at_mean": float(np.interp(mean_draft + 1, np.arange(len(verify)), verify))}
+
+
+def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: int = 3,
+        samplings=("greedy", "sample"), prompts_per_kind: int | None = None, extra_modes: bool = True,
+        warmup: int = 1, cost_repeats: int = 5, progress: bool = True) -> dict:
+    """The whole suite: load, time every mode round-robin, measure costs, predict, summarize."""
+    from specnotes import bench
+    from specnotes.decode import prompt_ids
+    from specnotes.env import environment
+
+    p = p or plan()
+    target, tokenizer, draft = load(p)
+    texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
+    ids = {kind: [prompt_ids(tokenizer, t, device=p.device) for t in lst] for kind, lst in texts.items()}
+    all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes)
+    samples = bench.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup, device=p.device,
+                                progress=progress)
+    widest = max(1 + max((int(s.output.result.drafted_counts.max(initial=0)) for s in samples
+                          if s.output.result is not None), default=0), 2)
+    costs = {kind: [measure_costs(target, x, widest, repeats=cost_repeats) for x in lst]
+             for kind, lst in ids.items()}
+    records = summarize(samples, costs, k)
+    env = environment()
+    return {
+        "machine": env.as_dict(), "fingerprint": fingerprint(env.as_dict()), "plan": asdict(p),
+        "settings": {"max_new_tokens": max_new_tokens, "repeats": repeats, "warmup": warmup, "k": k,
+                     "prompts": texts, "samplings": list(samplings)},
+        "costs": {kind: [asdict(c) for c in lst] for kind, lst in costs.items()},
+        "runs": records,
+    }
+
+
+def fingerprint(machine: dict) -> str:
+    """A file-name-safe machine id: device, device name, threads, dtype."""
+    name = re.sub(r"[^a-z0-9]+", "-", str(machine.get("device_name", "")).lower()).strip("-") or "unknown"
+    return f"{machine['device']}-{name}-{machine['threads']}t-{machine['dtype']}"
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    head = (f"{m['device']} ({m['device_name']}), {m['dtype']}, {m['threads']} threads, torch {m['torch']}, "
+            f"transformers {m['transformers']}; target {report['plan']['target']}, draft "
+            f"{report['plan']['draft']}; up to {report['settings']['max_new_tokens']} new tokens, "
+            f"{report['settings']['repeats']} round-robin repeats (medians).\n\n")
+    lines = ["| prompt | sampling | mode | tokens/s | ×plain | predicted | tokens/call | α | same as plain |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in report["runs"]:
+        pred = "" if r["predicted_speedup"] is None else f"{r['predicted_speedup']:.2f}×"
+        alpha = "" if r["alpha"] is None else f"{r['alpha']:.2f}"
+        same = "" if r["identical_to_plain"] is None else (
+            "yes" if r["identical_to_plain"] else f"no (from token {r['first_difference']})")
+        lines.append(f"| {r['prompt_kind']} | {r['sampling']} | {r['mode']} | {r['tokens_per_s']:.1f} | "
+                     f"{r['speedup']:.2f}× | {pred} | {r['tokens_per_call']:.2f} | {alpha} | {same} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def save_reference(report: dict, folder: Path = REFERENCES) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{report['fingerprint']}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    return path
+
+
+def references(folder: Path = REFERENCES) -> list[dict]:
+    """Every committed reference report (one per machine)."""
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def side_by_side(report: dict, refs: list[dict], sampling: str = "greedy") -> str:
+    """Markdown: speedup over plain per mode and prompt kind, this machine next to each reference."""
+    cols = [("this machine", report)] + [(f"reference {r['fingerprint']}", r) for r in refs]
+    keys = [(r["mode"], r["prompt_kind"]) for r in report["runs"] if r["sampling"] == sampling]
+
+    def cell(rep, mode, kind):
+        r = next((x for x in rep["runs"] if x["mode"] == mode and x["prompt_kind"] == kind
+                  and x["sampling"] == sampling), None)
+        return "—" if r is None else f"{r['speedup']:.2f}× ({r['tokens_per_s']:.0f} tok/s)"
+
+    lines = ["| mode | prompt | " + " | ".join(name for name, _ in cols) + " |",
+             "|---|---|" + "---:|" * len(cols)]
+    for mode, kind in keys:
+        lines.append(f"| {mode} | {kind} | " + " | ".join(cell(rep, mode, kind) for _, rep in cols) + " |")
+    return "\n".join(lines) + "\n"

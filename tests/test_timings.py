@@ -1,0 +1,134 @@
+"""Notebook 07's harness: the round-robin timer and its call counter, the cost-model prediction against
+the closed-form formula, the report's schema on the real model, and the CUDA plan with the device mocked."""
+
+import numpy as np
+import pytest
+import torch
+
+from specnotes import bench, models, theory, timings
+from specnotes.bench import Output, Sample, first_difference
+
+TINY = models.tiny_llama(seed=0, layers=2)
+
+
+def test_the_cost_model_reduces_to_the_formula_when_a_verify_pass_costs_one_step():
+    for alpha, k, c in [(0.8, 4, 0.05), (0.5, 1, 0.2), (0.95, 8, 0.0), (0.0, 3, 0.1)]:
+        got = theory.predicted_speedup([alpha] * k, [k] * 50, np.ones(k + 2), draft_cost=k * c)
+        assert got == pytest.approx(theory.speedup(alpha, k, c), rel=1e-12)
+
+
+def test_the_cost_model_charges_wider_passes_and_the_prefill():
+    # two rounds: one plain step (1 token, cost 1) and a 2-token draft with alpha 1 (3 tokens, cost 2)
+    got = theory.predicted_speedup([1.0, 1.0], [0, 2], [0, 1, 1.5, 2.0])
+    assert got == pytest.approx((1 + 3) / 2 / ((1 + 2) / 2))
+    # with a prefill of 10 steps and 20 tokens: (10 + 20) / (10 + 20 * 0.75)
+    assert theory.predicted_speedup([1.0, 1.0], [0, 2], [0, 1, 1.5, 2.0], prefill=10, n_tokens=20) == \
+        pytest.approx(30 / 25)
+    with pytest.raises(ValueError, match="widths up to 3"):
+        theory.predicted_speedup([0.5, 0.5], [2], [0, 1, 1])
+    with pytest.raises(ValueError, match="only 1 positions"):
+        theory.predicted_speedup([0.5], [2], [0, 1, 1, 1])
+
+
+def test_first_difference():
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_round_robin_interleaves_modes_counts_calls_and_drops_the_warm_up():
+    def plain(ids, do_sample, seed):
+        out = TINY.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=do_sample,
+                            eos_token_id=None, pad_token_id=1)
+        return Output(out[0, ids.shape[1]:].tolist())
+
+    def one_pass(ids, do_sample, seed):
+        TINY(ids)
+        return Output([0])
+
+    prompts = {"copy": [torch.tensor([[5, 6, 7]])], "free": [torch.tensor([[8, 9]])]}
+    samples = bench.round_robin(TINY, {"plain": plain, "one": one_pass}, prompts, ("greedy",), repeats=2,
+                                warmup=1, progress=False)
+    assert [(s.mode, s.prompt_kind) for s in samples[:4]] == [
+        ("plain", "copy"), ("one", "copy"), ("plain", "free"), ("one", "free")]
+    assert len(samples) == 8  # 2 repeats x 2 prompts x 2 modes; the warm-up round is not recorded
+    assert {s.target_calls for s in samples if s.mode == "plain"} == {6}  # prefill + 5 decode steps
+    assert {s.target_calls for s in samples if s.mode == "one"} == {1}
+    with pytest.raises(ValueError, match="sampling"):
+        bench.round_robin(TINY, {"one": one_pass}, prompts, ("beam",), progress=False)
+
+
+def fake(mode, kind, prompt, seconds, tokens, calls=4):
+    return Sample(mode, kind, prompt, "greedy", seconds, calls, Output(tokens))
+
+
+def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
+    costs = {"copy": [timings.Costs(0.1, 0.05, [0, 1, 1.2])]}
+    samples = [  # two repeats of three modes, round-robin
+        fake("plain", "copy", 0, 2.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
+        fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
+        fake("plain", "copy", 0, 4.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
+        fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
+    ]
+    recs = {r["mode"]: r for r in timings.summarize(samples, costs)}
+    assert recs["plain"]["tokens_per_s"] == pytest.approx(4 / 3.0)  # median of 2 and 4
+    assert recs["fast"]["speedup"] == pytest.approx(3.0)
+    assert recs["fast"]["identical_to_plain"] and recs["fast"]["tokens_per_call"] == 2
+    assert recs["wrong"]["identical_to_plain"] is False and recs["wrong"]["first_difference"] == 2
+    assert recs["fast"]["predicted_speedup"] is None  # not an engine mode: nothing to predict from
+
+
+def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
+    report = timings.run(max_new_tokens=12, repeats=1, samplings=("greedy", "sample"), prompts_per_kind=1,
+                         extra_modes=False, warmup=0, cost_repeats=1, progress=False)
+    runs = report["runs"]
+    need = {"mode", "prompt_kind", "sampling", "tokens_per_s", "tokens_per_call", "speedup",
+            "predicted_speedup", "identical_to_plain"}
+    assert all(need <= set(r) for r in runs)
+    modes = {"plain", "hf-prompt-lookup", "hf-assistant", "engine-no-draft", "engine-prompt-lookup",
+             "engine-draft-model"}
+    assert {(r["mode"], r["prompt_kind"], r["sampling"]) for r in runs} == {
+        (m, k, s) for m in modes for k in ("copy", "free") for s in ("greedy", "sample")}
+    greedy = [r for r in runs if r["sampling"] == "greedy"]
+    assert all(r["identical_to_plain"] for r in greedy)
+    assert all(r["identical_to_plain"] is None for r in runs if r["sampling"] == "sample")
+    predicted = {r["mode"] for r in runs if r["predicted_speedup"] is not None}
+    assert predicted == {"engine-prompt-lookup", "engine-draft-model"}  # no-draft is the calibration
+    assert all(r["round_overhead_ms"] >= 0 for r in runs if r["mode"] in predicted)
+    assert report["machine"]["threads"] >= 1 and report["machine"]["torch"]
+    assert "| copy | greedy | engine-prompt-lookup |" in timings.markdown(report)
+
+
+def test_on_a_gpu_the_plan_is_the_seed_pair_in_bf16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=False: True)
+    gpu = timings.plan(device="cuda", online=True)
+    assert (gpu.target, gpu.draft, gpu.dtype) == (*timings.HUB_PAIR, "bfloat16")
+    offline_gpu = timings.plan(device="cuda", online=False)
+    assert (offline_gpu.target, offline_gpu.draft) == (models.DEFAULT, "distilled")
+    assert offline_gpu.dtype == "bfloat16"
+    cpu = timings.plan(device="cpu")
+    assert (cpu.target, cpu.draft, cpu.dtype) == (models.DEFAULT, "distilled", "float32")
+
+
+def test_the_timer_synchronizes_the_device_it_is_given(monkeypatch):
+    import specnotes.decode
+
+    seen = []
+    monkeypatch.setattr(specnotes.decode, "sync", lambda device: seen.append(device))
+    bench.round_robin(TINY, {"one": lambda ids, s, seed: Output([0])}, {"copy": [torch.tensor([[1, 2]])]},
+                      ("greedy",), repeats=1, warmup=0, device="cuda", progress=False)
+    assert seen == ["cuda", "cuda"]  # before and after the timed call
+
+
+def test_references_are_fingerprinted_and_shown_side_by_side(tmp_path):
+    rep = {"fingerprint": "cpu-x-2t-float32", "machine": {}, "runs": [
+        {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0, "tokens_per_s": 20.0}]}
+    other = {"fingerprint": "cuda-h200-1t-bfloat16", "runs": [
+        {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0,
+         "tokens_per_s": 300.0}]}
+    timings.save_reference(other, tmp_path)
+    refs = timings.references(tmp_path)
+    table = timings.side_by_side(rep, refs)
+    assert "reference cuda-h200-1t-bfloat16" in table and "300 tok/s" in table and "20 tok/s" in table
+    assert timings.fingerprint({"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}) \
+        == "cpu-x86-64-2t-float32"

@@ -1,0 +1,55 @@
+"""Live assisted-generation timings: every mode of notebook 07, round-robin, greedy and sampled.
+
+    python tools/bench_live.py                     # writes bench/report.json and bench/report.md
+    python tools/bench_live.py --save-reference    # also data/reference_runs/<machine>.json
+
+`make bench` runs it. SPECNOTES_QUICK=1 uses one prompt per kind, fewer tokens and repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specnotes import quick_mode, timings
+
+
+def engine_vs_hf(report: dict) -> list[str]:
+    lines = []
+    for kind in ("copy", "free"):
+        for sampling in ("greedy", "sample"):
+            get = {r["mode"]: r for r in report["runs"]
+                   if r["prompt_kind"] == kind and r["sampling"] == sampling}
+            if "engine-prompt-lookup" in get and "hf-prompt-lookup" in get:
+                e, h = get["engine-prompt-lookup"], get["hf-prompt-lookup"]
+                same = "" if sampling == "sample" else (
+                    f", identical tokens: {e['identical_to_plain'] and h['identical_to_plain']}")
+                lines.append(f"- {kind}, {sampling}: engine prompt lookup / transformers prompt lookup = "
+                             f"{e['tokens_per_s'] / h['tokens_per_s']:.2f}×{same}")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--save-reference", action="store_true")
+    args = ap.parse_args(argv)
+    quick = quick_mode()
+    report = timings.run(max_new_tokens=64 if quick else 96, repeats=2,
+                         prompts_per_kind=1 if quick else None)
+    out = Path("bench")
+    out.mkdir(exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    text = ("# Live timings: transformers' assisted generation and the specnotes engine\n\n"
+            + timings.markdown(report) + "\n" + "\n".join(engine_vs_hf(report)) + "\n")
+    (out / "report.md").write_text(text)
+    print(text)
+    if args.save_reference:
+        print("reference written to", timings.save_reference(report))
+    greedy = [r for r in report["runs"] if r["sampling"] == "greedy"]
+    return 0 if all(r["identical_to_plain"] for r in greedy) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
