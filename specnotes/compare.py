@@ -121,11 +121,7 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
                                   eos_token_id=tokenizer.eos_token_id)
             secs = time.perf_counter() - start
             # compare equal lengths: an EOS can end either one first
-            width = int(res.drafted_counts.max(initial=0))
-            judged_at, kept_at = np.zeros(width, dtype=int), np.zeros(width, dtype=int)
-            for r in res.trace:
-                judged_at[: r.judged] += 1
-                kept_at[: r.accepted] += 1
+            judged_at, kept_at = res.position_counts
             runs.append(Run(
                 name, p["kind"], i, len(res.tokens), secs,
                 plain_s * len(res.tokens) / max(len(plain_tokens), 1), drafter.seconds,

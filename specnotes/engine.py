@@ -47,13 +47,20 @@ class Result:
         return np.array([r.accepted for r in self.trace], dtype=int)
 
     @property
-    def per_position_acceptance(self) -> np.ndarray:
-        """(max drafted,) acceptance at draft position i among rounds whose scan reached it."""
+    def position_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(judged, kept), each (max drafted,): rounds whose scan reached draft position i, and of those
+        the rounds that accepted it."""
         width = int(self.drafted_counts.max(initial=0))
-        judged, kept = np.zeros(width), np.zeros(width)
+        judged, kept = np.zeros(width, dtype=int), np.zeros(width, dtype=int)
         for r in self.trace:
             judged[:r.judged] += 1
             kept[:r.accepted] += 1
+        return judged, kept
+
+    @property
+    def per_position_acceptance(self) -> np.ndarray:
+        """(max drafted,) acceptance at draft position i among rounds whose scan reached it."""
+        judged, kept = self.position_counts
         return kept / np.maximum(judged, 1)
 
     @property

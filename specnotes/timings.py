@@ -271,9 +271,9 @@ def _prediction(outputs, costs, overhead: float, theory) -> dict:
     width = int(lengths.max(initial=0))
     judged, kept = np.zeros(max(width, 1)), np.zeros(max(width, 1))
     for o in outputs:
-        for r in o.result.trace:
-            judged[: r.judged] += 1
-            kept[: r.accepted] += 1
+        j, k_ = o.result.position_counts
+        judged[: len(j)] += j
+        kept[: len(k_)] += k_
     alpha_pos = np.where(judged > 0, kept / np.maximum(judged, 1), 0.0)
     step = float(np.mean([c.step_s for c in costs]))
     verify = np.mean([np.asarray(c.verify)[: width + 2] for c in costs], axis=0)
