@@ -26,13 +26,15 @@ class TimedDrafter:
         if hasattr(drafter, "observe"):
             self.observe = drafter.observe
         self.model = getattr(drafter, "model", None)
+        self.tree = getattr(drafter, "tree", False)  # a tree drafter: specnotes.tree verifies it
+        self.features = getattr(drafter, "features", False)
 
     def reset(self, prompt):
         self.inner.reset(prompt)
 
-    def propose(self, tokens, k, sampler):
+    def propose(self, *args):  # (tokens, k, sampler) for chain drafters, (tokens, hidden) for trees
         start = time.perf_counter()
-        draft = self.inner.propose(tokens, k, sampler)
+        draft = self.inner.propose(*args)
         self.seconds += time.perf_counter() - start
         self.proposals += 1
         return draft
@@ -99,26 +101,31 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
 
 def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
         max_new_tokens: int = 64, k: int = 4, do_sample: bool = False, seed: int = 0,
-        progress: bool = True) -> list[Run]:
-    """For each prompt: plain decoding, then each drafter through the engine, back to back."""
+        progress: bool = True, temperature: float = 1.0) -> list[Run]:
+    """For each prompt: plain decoding, then each drafter through the engine, back to back.
+    do_sample=False is greedy; otherwise both sample at `temperature`."""
     from tqdm.auto import tqdm
 
-    from specnotes import engine
+    from specnotes import engine, tree
     from specnotes.decode import plain_generate, prompt_ids
 
     runs = []
     for i, p in enumerate(tqdm(prompts, desc="prompts", **({} if progress else {"disable": True}))):
         ids = prompt_ids(tokenizer, p["text"])
         start = time.perf_counter()
-        plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, seed=seed,
-                               eos_token_id=tokenizer.eos_token_id)
+        plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, temperature=temperature,
+                               seed=seed, eos_token_id=tokenizer.eos_token_id)
         plain_s = time.perf_counter() - start
         plain_tokens = plain.tokens
         for name, make in drafters.items():
             drafter = TimedDrafter(make())
             start = time.perf_counter()
-            res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample, seed=seed,
-                                  eos_token_id=tokenizer.eos_token_id)
+            if drafter.tree:
+                res = tree.generate(target, drafter, ids, max_new_tokens, do_sample=do_sample, seed=seed,
+                                    temperature=temperature, eos_token_id=tokenizer.eos_token_id)
+            else:
+                res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample,
+                                      seed=seed, temperature=temperature, eos_token_id=tokenizer.eos_token_id)
             secs = time.perf_counter() - start
             # compare equal lengths: an EOS can end either one first
             judged_at, kept_at = res.position_counts
@@ -164,6 +171,20 @@ def table(runs: list[Run]) -> list[Row]:
                 speedup=plain_s / sum(r.seconds for r in sel),
                 identical=all(same) if same else None))
     return rows
+
+
+def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
+                   temperatures=(0.0, 0.5, 1.0, 1.5), max_new_tokens: int = 48, k: int = 4, seed: int = 0,
+                   progress: bool = True) -> list[dict]:
+    """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind."""
+    from tqdm.auto import tqdm
+
+    out = []
+    for temp in tqdm(temperatures, desc="temperatures", disable=not progress):
+        runs = run(target, tokenizer, drafters, prompts, max_new_tokens, k, do_sample=temp > 0, seed=seed,
+                   progress=False, temperature=temp if temp > 0 else 1.0)
+        out += [{"temperature": float(temp), **asdict(r)} for r in table(runs)]
+    return out
 
 
 def as_records(rows: list[Row]) -> list[dict]:

@@ -69,9 +69,21 @@ def _cache_kwarg(model_class) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def forward_pass(model, input_ids, cache=None):
-    """One forward pass with a KV cache: returns ((1, T, V) logits, the updated cache)."""
-    out = model(input_ids, use_cache=True, **{_cache_kwarg(type(model)): cache})
+@cache
+def _accepts_logits_to_keep(model_class) -> bool:
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
+
+
+def forward_pass(model, input_ids, cache=None, keep: int | None = None):
+    """One forward pass with a KV cache: returns ((1, T, V) logits, the updated cache).
+    keep=n returns only the last n rows (the LM head then skips the rest: a long prompt's logits
+    would otherwise cost T × V floats)."""
+    kwargs = {_cache_kwarg(type(model)): cache}
+    if keep is not None and _accepts_logits_to_keep(type(model)):
+        kwargs["logits_to_keep"] = keep
+    out = model(input_ids, use_cache=True, **kwargs)
+    if keep is not None:
+        out.logits = out.logits[:, -keep:]
     new_cache = getattr(out, "cache", None)
     return out.logits, (new_cache if new_cache is not None else out.past_key_values)
 

@@ -16,6 +16,7 @@ class Round:
     next_token: int | None  # the target's own token: the correction, or the bonus when all were kept;
     #                         None when the round ended on an EOS among the accepted drafts
     cache_len: int  # target KV-cache length after the rollback
+    at: float = 0.0  # seconds since generate() started when this round's tokens were ready
 
     @property
     def judged(self) -> int:
@@ -34,7 +35,7 @@ class Round:
 @dataclass
 class Result:
     tokens: list[int]  # new tokens only
-    target_calls: int  # target forward passes, prefill included
+    target_calls: int  # target forward passes; the first one also reads the prompt
     trace: list[Round] = field(default_factory=list)
     stopped_on_eos: bool = False
 
@@ -70,8 +71,15 @@ class Result:
         return float(self.accepted_counts.sum() / judged) if judged else float("nan")
 
     @property
+    def arrival_times(self) -> np.ndarray:
+        """(new tokens,) seconds from the start at which each token was ready: a round's tokens arrive
+        together, so the gaps between them are bursts of zeros and then one round's wait."""
+        return np.repeat([r.at for r in self.trace], [r.accepted + (r.next_token is not None)
+                                                      for r in self.trace])[:len(self.tokens)]
+
+    @property
     def tokens_per_call(self) -> float:
-        """New tokens per verification pass (the prefill pass is not a verification)."""
+        """New tokens per target pass (every pass verifies; the first one also reads the prompt)."""
         return len(self.tokens) / max(len(self.trace), 1)
 
 
@@ -170,15 +178,19 @@ def verify_sampling(logits, drafted: list[int], q, sampler: Sampler) -> tuple[in
     return n, sampler.draw(residual(p[n], q[n]))
 
 
-def verify_pass(target, cache, last_token: int, drafted: list[int]):
+def verify_pass(target, cache, last_token: int, drafted: list[int], uncached: list[int] = ()):
     """The single target pass of a round: [last token, drafts] on top of the cache, which holds every
-    earlier token. Returns ((1, len(drafted)+1, V) logits, the cache now holding them all)."""
+    earlier token. Returns ((1, len(drafted)+1, V) logits, the cache now holding them all).
+
+    The first round also carries the prompt (`uncached`: every prompt token but the last), so the
+    prompt pass verifies the first draft too, as transformers' assisted generation does."""
     import torch
 
     from specnotes.decode import forward_pass
 
     device = next(target.parameters()).device
-    return forward_pass(target, torch.tensor([[last_token, *drafted]], device=device), cache)
+    ids = torch.tensor([[*uncached, last_token, *drafted]], device=device)
+    return forward_pass(target, ids, cache, keep=len(drafted) + 1)
 
 
 def rollback(cache, n_drafted: int, n_accepted: int) -> None:
@@ -205,11 +217,13 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
 
     Greedy output equals the target's own greedy output; sampled output has the target's distribution
     (after the same temperature/top-k/top-p processing)."""
+    import time
+
     import torch
 
-    from specnotes.decode import forward_pass
     from specnotes.drafters import Draft
 
+    start = time.perf_counter()
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is "
                          "not supported: speculative rounds accept different lengths per sequence.")
@@ -233,16 +247,16 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     calls = 0
     stopped = False
     with torch.inference_mode():
-        cache = None
-        if len(seq) > 1:  # the cache holds every token but the last, which opens each round's pass
-            _, cache = forward_pass(target, input_ids[:, :-1])
-            calls += 1
+        # the cache holds every token but the last, which opens each round's pass; before the first
+        # round it is empty and the first pass carries the prompt too
+        cache, uncached = None, seq[:-1]
         while len(new) < max_new_tokens:
             room = max_new_tokens - len(new) - 1  # the round's own token always comes on top
             draft = drafter.propose(list(seq), min(k, room), sampler) if room else Draft([], None)
             drafted = list(draft.tokens[:room])
             q = draft.q[: len(drafted)] if draft.q is not None else None
-            logits, cache = verify_pass(target, cache, seq[-1], drafted)
+            logits, cache = verify_pass(target, cache, seq[-1], drafted, uncached)
+            uncached = []
             calls += 1
             if observe is not None:
                 observe(list(seq), [seq[-1], *drafted], logits[0].argmax(-1).tolist())
@@ -261,7 +275,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
             seq += emitted
             new += emitted
             drafter.update(list(seq), n)
-            trace.append(Round(drafted, n, nxt, cache.get_seq_length()))
+            trace.append(Round(drafted, n, nxt, cache.get_seq_length(), time.perf_counter() - start))
             if stopped:
                 break
     return Result(new, calls, trace, stopped)

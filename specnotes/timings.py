@@ -176,7 +176,7 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
         for rep in range(repeats + 1):  # round 0 is a warm-up
             sync(device)
             start = time.perf_counter()
-            _, cache = forward_pass(target, ids)
+            _, cache = forward_pass(target, ids, keep=1)
             sync(device)
             if rep:
                 prefill.append(time.perf_counter() - start)
@@ -240,9 +240,11 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
                       and r["sampling"] == rec["sampling"]), None)
         overhead = 0.0
         if calib is not None:  # one round per token: what a round costs beyond the forward pass
+            # (the first round is the prompt pass; each later one a decode step)
             step = float(np.mean([c.step_s for c in kind_costs]))
             prefill = sum(c.prefill_s for c in kind_costs)
-            overhead = max((calib["seconds"] - prefill) / calib["new_tokens"] - step, 0.0)
+            steps = calib["new_tokens"] - calib["prompts"]
+            overhead = max((calib["seconds"] - prefill - steps * step) / calib["new_tokens"], 0.0)
         rec.update(_prediction(runs, kind_costs, overhead, theory))
         rec["round_overhead_ms"] = 1e3 * overhead
     for rec in records:  # speedup and identity against plain in the same round-robin
@@ -264,8 +266,9 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
 
 def _prediction(outputs, costs, overhead: float, theory) -> dict:
     """Positional α, draft lengths and draft cost from the engine's traces, then the mode's time
-    predicted from them: prompt pass + N / mean E(d) rounds, each costing a verify pass at its width,
-    its drafting and the engine's per-round overhead (all measured). The predicted tokens/s is returned
+    predicted from them: N / mean E(d) rounds, each costing a verify pass at its width, its drafting
+    and the engine's per-round overhead (all measured), where the first round's verify pass is the
+    prompt pass. The predicted tokens/s is returned
     relative to the measured plain rate by summarize(); notebook 05's formula rides along."""
     lengths = np.concatenate([o.result.drafted_counts for o in outputs])
     width = int(lengths.max(initial=0))
@@ -281,8 +284,10 @@ def _prediction(outputs, costs, overhead: float, theory) -> dict:
     tokens = sum(len(o.tokens) for o in outputs)
     prefill = sum(c.prefill_s for c in costs) / step
     tokens_at = theory.tokens_by_draft_length(alpha_pos[:max(width, 1)])
-    round_s = float(np.mean(verify[lengths + 1])) * step + draft_steps * step + overhead
-    predicted_s = prefill * step + tokens / float(np.mean(tokens_at[lengths])) * round_s
+    verify_s = float(np.mean(verify[lengths + 1])) * step
+    rounds = tokens / float(np.mean(tokens_at[lengths]))
+    round_s = verify_s + draft_steps * step + overhead
+    predicted_s = prefill * step + rounds * round_s - len(outputs) * verify_s
     alpha = float(kept.sum() / judged.sum()) if judged.sum() else 0.0
     drafted = lengths[lengths > 0]
     mean_draft = float(drafted.mean()) if drafted.size else 0.0

@@ -1,6 +1,7 @@
 """Interactive explorers built from core ipywidgets and inline matplotlib (they work on Colab too).
 
-Notebook 05 uses speedup_explorer(); each callback draws through one pure function in specnotes.viz.
+Notebook 05 uses speedup_explorer(), 08 serving_explorer(); each callback draws through one pure function
+in specnotes.viz.
 """
 
 from __future__ import annotations
@@ -74,5 +75,50 @@ def roofline_calculator(n_params: float = 7e9, dtype: str = "bf16", gpu: str = "
     redraw()
     box = w.VBox([w.HBox([params_s, dtype_d]), w.HBox([gpu_d, k_s]), readout, out])
     box.controls = {"n_params": params_s, "dtype": dtype_d, "gpu": gpu_d, "k": k_s}
+    box.readout = readout
+    return box
+
+
+def serving_explorer(alpha: float = 0.7, k: int = 4, c: float = 0.05, n_params: float = 8e9,
+                     dtype: str = "bf16", gpu: str = "H100 SXM"):
+    """Sliders for α, k, c and model size, dropdowns for dtype, GPU and context; the speedup-by-batch
+    plot of specnotes.serving with its crossover readout."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import clear_output, display
+
+    from specnotes import roofline, viz
+
+    style = {"description_width": "initial"}
+    alpha_s = w.FloatSlider(value=alpha, min=0.0, max=0.95, step=0.05, description="α acceptance",
+                            style=style)
+    k_s = w.IntSlider(value=k, min=1, max=12, description="k drafted", style=style)
+    c_s = w.FloatSlider(value=c, min=0.0, max=0.5, step=0.01, description="c draft cost", style=style)
+    params_s = w.FloatLogSlider(value=n_params, base=10, min=8, max=11.5, step=0.05, description="parameters",
+                                style=style, readout_format=".2e")
+    dtype_d = w.Dropdown(options=list(roofline.DTYPE_BYTES), value=dtype, description="dtype")
+    gpu_d = w.Dropdown(options=list(roofline.catalog()), value=gpu, description="GPU")
+    ctx_d = w.Dropdown(options=[0, 1024, 4096, 16384, 32768, 131072], value=4096, description="context")
+    readout = w.HTML()
+    out = w.Output()
+
+    def redraw(_=None):
+        args = (alpha_s.value, k_s.value, c_s.value, params_s.value, dtype_d.value, gpu_d.value)
+        readout.value = "<b>" + viz.serving_readout(*args, ctx_d.value) + "</b>"
+        with out:
+            clear_output(wait=True)
+            fig = viz.plot_serving(*args, contexts=sorted({0, ctx_d.value}))
+            display(fig)
+            plt.close(fig)
+
+    controls = {"alpha": alpha_s, "k": k_s, "c": c_s, "n_params": params_s, "dtype": dtype_d, "gpu": gpu_d,
+                "context": ctx_d}
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    redraw()
+    box = w.VBox([w.HBox([alpha_s, k_s, c_s]), w.HBox([params_s, dtype_d]), w.HBox([gpu_d, ctx_d]),
+                  readout, out])
+    box.controls = controls
+    box.sliders = {"alpha": alpha_s, "k": k_s, "c": c_s}
     box.readout = readout
     return box

@@ -60,3 +60,26 @@ def test_roofline_calculator_builds_headless_and_follows_its_controls():
     for gpu in roofline.catalog():  # the pure readout over every catalog entry and dtype
         for dtype in roofline.DTYPE_BYTES:
             assert "ridge point" in viz.roofline_readout(7e9, dtype, gpu, 4)
+
+
+def test_serving_explorer_builds_headless_and_follows_its_controls():
+    box = widgets.serving_explorer()
+    before = box.readout.value
+    assert "at batch 1" in before and "stops paying at batch" in before
+    box.controls["alpha"].value = 0.3
+    assert box.readout.value != before
+    box.controls["context"].value = 131072
+    assert "memory holds at most" in box.readout.value
+
+
+@pytest.mark.parametrize("gpu", ["H100 SXM", "L4", "T4", "Apple M2 Max"])
+@pytest.mark.parametrize("alpha,k,c", [(0.0, 1, 0.0), (0.95, 12, 0.5), (0.5, 4, 0.1)])
+def test_serving_view_over_the_control_grid(gpu, alpha, k, c):
+    import matplotlib.pyplot as plt
+
+    for n_params in (1e8, 8e9, 3e11):
+        text = viz.serving_readout(alpha, k, c, n_params, "bf16", gpu, 4096)
+        assert "at batch 1" in text
+    fig = viz.plot_serving(alpha, k, c, 8e9, "bf16", gpu, contexts=(0, 32768))
+    assert len(fig.axes[0].lines) >= 4
+    plt.close(fig)

@@ -1,12 +1,13 @@
 """Train notebook 06's drafters in full mode and write their weights to data/drafters/ (committed).
 
-    python tools/train_drafters.py            # the distilled draft LM, then the early-exit adapter
-    python tools/train_drafters.py --only exit
+    python tools/train_drafters.py            # the distilled draft LM, the early-exit adapter, Medusa heads
+    python tools/train_drafters.py --only medusa
 
 Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
 Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
-cached). Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter, on 2
-CPU cores. Without these files, load_distilled_draft() and EarlyExit(adapter="trained") train quick ones.
+cached). Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up
+to 12 for the Medusa heads (plus a 2-minute pass for their hidden states), on 2 CPU cores. Without these
+files, load_distilled_draft(), EarlyExit(adapter="trained") and Medusa(target) train quick ones.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import sys
 import torch
 
 from specnotes import distill, models
-from specnotes.drafters import distilled, early_exit
+from specnotes.drafters import distilled, early_exit, medusa
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["draft", "exit"])
+    ap.add_argument("--only", choices=["draft", "exit", "medusa"])
     ap.add_argument("--draft-seconds", type=float, default=540)
     ap.add_argument("--exit-seconds", type=float, default=240)
+    ap.add_argument("--medusa-seconds", type=float, default=600)
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -43,6 +45,12 @@ def main(argv=None) -> int:
         _, log = early_exit.train_exit_adapter(target, 4, steps=int(args.exit_seconds / 0.8),
                                                seconds=args.exit_seconds, data=data, save_to=path)
         print(f"exit adapter: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+    if args.only in (None, "medusa"):
+        path = medusa.committed_path(3)
+        _, log = medusa.train_medusa(target, 3, steps=int(args.medusa_seconds / 0.8),
+                                     seconds=args.medusa_seconds, data=data, save_to=path)
+        print(f"medusa heads: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     return 0
 

@@ -10,10 +10,16 @@ from specnotes.drafters import Draft
 
 class DraftModel:
     """Drafts k tokens autoregressively with its own model and KV cache, sampling the way the engine
-    samples, and returns q: the processed distribution each token was actually drawn from."""
+    samples, and returns q: the processed distribution each token was actually drawn from.
 
-    def __init__(self, model):
+    stop_below: a confidence stop. Drafting ends early, after the first token whose own probability
+    under q falls below this threshold (transformers' assistant_confidence_threshold works alike)."""
+
+    def __init__(self, model, stop_below: float | None = None):
+        if stop_below is not None and not 0 <= stop_below < 1:
+            raise ValueError(f"stop_below is a probability threshold in [0, 1), got {stop_below!r}")
         self.model = model
+        self.stop_below = stop_below
         self.cache = None
         self.cached = 0  # how many tokens of the sequence the cache holds
 
@@ -28,7 +34,7 @@ class DraftModel:
 
         device = next(self.model.parameters()).device
         new = torch.tensor([tokens[self.cached:]], device=device)
-        logits, self.cache = forward_pass(self.model, new, self.cache)
+        logits, self.cache = forward_pass(self.model, new, self.cache, keep=1)
         self.cached = len(tokens)
         return logits[0, -1]
 
@@ -46,6 +52,8 @@ class DraftModel:
                 x = sampler.draw(q)
                 drafted.append(x)
                 qs.append(q)
+                if self.stop_below is not None and float(q[x]) < self.stop_below:
+                    break
                 if i < k - 1:
                     seq.append(x)
                     logits = self._feed(seq)

@@ -1,0 +1,142 @@
+"""Adaptive draft length: schedules that pick k each round, and a drafter wrapper that applies them.
+Notebook 08.
+
+- `Fixed(k)`: the baseline.
+- `Heuristic()`: transformers' "heuristic" schedule for assisted generation: +2 after a round whose
+  drafts were all accepted, -1 otherwise (never below 1).
+- `Controller(c)`: estimates α online (an exponentially weighted count of accepted over judged drafts)
+  and picks the k that maximizes E(α, k) / (k c + verify cost of k + 1 positions), falling back to no
+  draft (with an occasional 1-token probe) when no k is predicted to beat plain decoding.
+A confidence stop (draft until the draft model's own probability for its token falls below a
+threshold) lives in `DraftModel(stop_below=...)`; combine it with any schedule as the upper bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specnotes import theory
+
+
+class Fixed:
+    def __init__(self, k: int):
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        self.k = int(k)
+        self.name = f"fixed k={k}"
+
+    def reset(self) -> None:
+        pass
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+class Heuristic:
+    """+up after a fully accepted round, -down after any rejection; clamped to [k_min, k_max]."""
+
+    def __init__(self, start: int = 5, up: int = 2, down: int = 1, k_min: int = 1, k_max: int = 20):
+        if not 1 <= k_min <= start <= k_max:
+            raise ValueError(f"need 1 <= k_min <= start <= k_max, got {k_min}, {start}, {k_max}")
+        self.start, self.up, self.down, self.k_min, self.k_max = start, up, down, k_min, k_max
+        self.name = f"heuristic (+{up}/-{down})"
+        self.reset()
+
+    def reset(self) -> None:
+        self.k = self.start
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        step = self.up if accepted == drafted else -self.down
+        self.k = int(np.clip(self.k + step, self.k_min, self.k_max))
+
+
+class Controller:
+    """Online α estimate plus the cost model: k = argmax E(α, k) / (k c + verify_cost[k + 1]).
+
+    c is a draft step over a target step; verify_cost[w] is a verify pass of w positions in target
+    steps (default: 1 for every width, the memory-bound ideal; pass the measured curve on a CPU).
+    α starts at `prior` worth `prior_weight` judged drafts, and older rounds fade with `decay`."""
+
+    def __init__(self, c: float, verify_cost=None, prior: float = 0.6, prior_weight: float = 4.0,
+                 decay: float = 0.9, k_max: int = 12, probe_every: int = 8):
+        theory._c(c)
+        theory._alpha(prior)
+        if not 0 < decay <= 1:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        self.c, self.prior, self.prior_weight, self.decay = float(c), prior, prior_weight, decay
+        self.k_max, self.probe_every = k_max, probe_every
+        cost = np.ones(k_max + 2) if verify_cost is None else np.asarray(verify_cost, dtype=float)
+        if cost.size < k_max + 2:  # extend a short curve with its last slope
+            slope = cost[-1] - cost[-2] if cost.size > 2 else 0.0
+            cost = np.r_[cost, cost[-1] + slope * np.arange(1, k_max + 3 - cost.size)]
+        self.verify_cost = cost
+        self.name = f"controller (c={c:.2f})"
+        self.reset()
+
+    def reset(self) -> None:
+        self.kept, self.judged = self.prior * self.prior_weight, self.prior_weight
+        self.skipped = 0
+        self.history: list[int] = []
+
+    @property
+    def alpha(self) -> float:
+        return self.kept / self.judged
+
+    def plan(self, alpha: float) -> tuple[int, float]:
+        """(k, predicted speedup) for a given α; k = 0 when no k beats plain decoding."""
+        ks = np.arange(1, self.k_max + 1)
+        a = min(alpha, 1 - 1e-9)
+        gain = theory.expected_tokens(a, ks) / (ks * self.c + self.verify_cost[ks + 1])
+        i = int(np.argmax(gain))
+        return (int(ks[i]), float(gain[i])) if gain[i] > 1 else (0, 1.0)
+
+    def next_k(self) -> int:
+        k, _ = self.plan(self.alpha)
+        if k == 0:
+            self.skipped += 1
+            if self.skipped % self.probe_every == 0:
+                k = 1  # keep measuring α while speculation is off
+        self.history.append(k)
+        return k
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        judged = min(drafted, accepted + 1)  # the scan stops at the first rejection
+        self.kept = self.decay * self.kept + accepted
+        self.judged = self.decay * self.judged + judged
+
+
+class AdaptiveK:
+    """A drafter whose k comes from a schedule, not from the engine (which still cuts the draft to the
+    tokens left). Wraps any drafter that takes k, such as DraftModel."""
+
+    def __init__(self, drafter, schedule):
+        self.drafter, self.schedule = drafter, schedule
+        self.model = getattr(drafter, "model", None)
+        self._drafted = 0
+        self.name = schedule.name
+
+    def reset(self, prompt: list[int]) -> None:
+        self.schedule.reset()
+        self.drafter.reset(prompt)
+
+    def propose(self, tokens: list[int], k: int, sampler=None):
+        from specnotes.drafters import Draft
+
+        own = self.schedule.next_k()
+        draft = self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([], None)
+        self._drafted = len(draft.tokens)
+        return draft
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        self.schedule.observe(self._drafted, n_accepted)
+        self.drafter.update(tokens, n_accepted)

@@ -1,0 +1,172 @@
+"""EagleLite: an EAGLE-style feature drafter. One small decoder layer reads (the target's hidden state at
+position t, the embedding of token t+1), predicts the hidden state at t+1, and the target's own LM head
+turns that into a guess for token t+2; feeding its own prediction back drafts a chain. Notebook 06,
+part 2.
+
+Differences from EAGLE, for a CPU course: the features are the target's last hidden states after the
+final norm (EAGLE takes them before it), the layer starts as a copy of the target's last layer, and the
+draft is a chain (EAGLE-2 grows a dynamic tree). Trained like Medusa: frozen target, cached hidden states
+and top-k teacher distributions, a feature-regression loss plus the KD loss on the guessed token.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from specnotes import distill
+
+FILE = "eagle-lite.safetensors"
+
+
+def _model_class():
+    import torch
+
+    class EagleModel(torch.nn.Module):
+        def __init__(self, target):
+            super().__init__()
+            from specnotes.drafters.distilled import student
+
+            last = target.config.num_hidden_layers - 1
+            self.body = student(target, (last,))  # one decoder layer + a norm, embeddings and head shared
+            d = target.config.hidden_size
+            self.fc = torch.nn.Linear(2 * d, d, bias=False)
+            with torch.no_grad():  # start as "the feature itself": [I | 0]
+                self.fc.weight.zero_()
+                self.fc.weight[:, :d] = torch.eye(d)
+            for p in self.body.model.embed_tokens.parameters():
+                p.requires_grad_(False)
+
+        def forward(self, features, tokens, cache=None, position_ids=None):
+            """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
+            (B, T, d), logits (B, T, V) for token t+2, cache)."""
+            from specnotes.decode import _cache_kwarg
+
+            emb = self.body.model.embed_tokens(tokens)
+            x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
+            out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=cache is not None,
+                                  **{_cache_kwarg(type(self.body.model)): cache})
+            h = out.last_hidden_state
+            new_cache = getattr(out, "cache", None)
+            new_cache = new_cache if new_cache is not None else out.past_key_values
+            return h, self.body.lm_head(h), new_cache
+
+    return EagleModel
+
+
+def new_model(target):
+    return _model_class()(target).to(next(target.parameters()).dtype)
+
+
+def committed_path() -> Path:
+    return distill.DATA / FILE
+
+
+def cached_path() -> Path:
+    from specnotes.models import cache_dir
+
+    return cache_dir() / "drafters" / FILE
+
+
+def train_eagle(target, steps: int = 600, seconds: float | None = None, data=None, teacher_k: int = 8,
+                batch: int = 4, lr: float = 5e-4, feature_weight: float = 1.0, save_to: Path | None = None,
+                progress: bool = True):
+    """Fit EagleLite on windows of `data`: from (h_t, token_{t+1}) predict h_{t+1} (smooth L1) and the
+    target's distribution of token t+2 (KD). Returns (model, TrainLog)."""
+    import torch
+
+    from specnotes.drafters.medusa import hidden_states
+
+    win = distill.self_windows() if data is None else data
+    hidden = torch.as_tensor(hidden_states(target, win.inputs, progress=progress))
+    ids, probs = distill.teacher_targets(target, win.inputs, teacher_k, progress=progress)
+    tokens = torch.as_tensor(win.inputs)
+    ids, probs, mask = torch.as_tensor(ids), torch.as_tensor(probs), torch.as_tensor(win.mask)
+    model = new_model(target).float()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    def loss_fn(idx):
+        idx = torch.as_tensor(idx)
+        feats = hidden[idx, :-1].float()
+        pred, logits, _ = model(feats, tokens[idx, 1:])
+        # position t predicts feature t+1 and token t+2 (the teacher's distribution at t+1)
+        valid = mask[idx, 1:]
+        kd = distill.kd_loss(logits, None, valid, ids[idx, 1:], probs[idx, 1:].float())
+        reg = torch.nn.functional.smooth_l1_loss(pred, hidden[idx, 1:].float(), reduction="none").mean(-1)
+        reg = (reg * valid).sum() / valid.sum().clamp_min(1)
+        return kd + feature_weight * reg
+
+    model.train()
+    log = distill.fit(trainable, loss_fn, len(tokens), steps, seconds, batch=batch, lr=lr,
+                      desc="training EagleLite", progress=progress)
+    model.eval()
+    if save_to is not None:
+        distill.save_trainable(model, save_to, {"steps": log.steps, "seconds": round(log.seconds, 1),
+                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.to(next(target.parameters()).dtype), log
+
+
+def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
+    """The trained EagleLite for `target`: committed, else cached, else a quick one trained and cached."""
+    model = new_model(target)
+    for path in (committed_path(), cached_path()):
+        if path.exists():
+            distill.load_trainable(model, path)
+            break
+    else:
+        model, _ = train_eagle(target, steps=200, seconds=quick_seconds, data=distill.self_windows(limit=64),
+                               save_to=cached_path(), progress=progress)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
+class EagleLite:
+    """Chain drafting from features: k guesses per round, verified by specnotes.tree.generate.
+
+    The draft keeps its own one-layer KV cache over (feature, next token) pairs of the committed text;
+    each round it is fed the pairs committed since the last round, drafts k tokens, then drops the
+    drafted positions from its cache again."""
+
+    tree = True
+
+    def __init__(self, target, model="trained", k: int = 3):
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        self.model = load_eagle(target) if model == "trained" else model
+        self.k = k
+        self.cache = None
+        self.fed = 0
+
+    def reset(self, prompt: list[int]) -> None:
+        self.cache, self.fed = None, 0
+
+    def propose(self, tokens: list[int], states):
+        import torch
+
+        from specnotes import tree
+
+        m = states.shape[0]
+        device = states.device
+        with torch.inference_mode():
+            # pair each new committed feature (positions n-m-1 .. n-2) with the token after it
+            nxt = torch.tensor([tokens[-m:]], device=device)
+            pos = torch.arange(self.fed, self.fed + m, device=device)[None]
+            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos)
+            self.fed += m
+            drafted = [int(logits[0, -1].argmax())]
+            feat = h[:, -1:]
+            for i in range(1, self.k):
+                pos = torch.tensor([[self.fed + i - 1]], device=device)
+                feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
+                                                      self.cache, pos)
+                drafted.append(int(logits[0, -1].argmax()))
+            if self.k > 1:
+                self.cache.crop(-(self.k - 1))  # the drafted positions are guesses, not committed text
+        return tree.chain(drafted)
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        pass

@@ -1,0 +1,192 @@
+"""Medusa heads: a few residual blocks on the target's last hidden state that guess the tokens two, three,
+four positions ahead, all through the target's own (frozen) LM head. Notebook 06, part 2.
+
+Head h reads the hidden state at position t, the one whose LM-head output is token t+1, and predicts
+token t+2+h. Their top candidates form a static tree (specnotes.tree) that the target verifies in one
+pass. Drafting costs one small matmul per head plus one LM-head read for all heads together, which is
+why Medusa is the best candidate for a wall-clock win on a CPU.
+
+Trained by self-distillation: the frozen target's hidden states and its top-k next-token distributions
+over the same windows, cached on disk. Committed weights (tools/train_drafters.py) are used when
+present; otherwise a quick set is trained (about 30 s) and cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from specnotes import distill
+
+FILE = "medusa-{n}.safetensors"
+
+
+def _heads_class():
+    import torch
+
+    class ResBlock(torch.nn.Module):
+        """h + SiLU(W h), with W zero at the start: a new head begins as the LM head itself."""
+
+        def __init__(self, hidden: int):
+            super().__init__()
+            self.linear = torch.nn.Linear(hidden, hidden)
+            torch.nn.init.zeros_(self.linear.weight)
+            torch.nn.init.zeros_(self.linear.bias)
+
+        def forward(self, h):
+            return h + torch.nn.functional.silu(self.linear(h))
+
+    class MedusaHeads(torch.nn.Module):
+        def __init__(self, target, n_heads: int):
+            super().__init__()
+            hidden = target.config.hidden_size
+            self.blocks = torch.nn.ModuleList(ResBlock(hidden) for _ in range(n_heads))
+            self._lm_head = [target.lm_head]  # shared and frozen: a list keeps it out of the parameters
+
+        @property
+        def n_heads(self) -> int:
+            return len(self.blocks)
+
+        def forward(self, hidden):
+            """(..., d) hidden states after the final norm -> (n_heads, ..., V) logits."""
+            lm_head = self._lm_head[0]
+            return torch.stack([lm_head(block(hidden)) for block in self.blocks])
+
+    return MedusaHeads
+
+
+def new_heads(target, n_heads: int = 3):
+    """Untrained heads (each starts as a copy of the LM head's own guess, shifted one position)."""
+    if not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be an int >= 1, got {n_heads!r}")
+    heads = _heads_class()(target, n_heads)
+    return heads.to(next(target.parameters()).dtype)
+
+
+def committed_path(n_heads: int) -> Path:
+    return distill.DATA / FILE.format(n=n_heads)
+
+
+def cached_path(n_heads: int) -> Path:
+    from specnotes.models import cache_dir
+
+    return cache_dir() / "drafters" / FILE.format(n=n_heads)
+
+
+def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
+    """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
+    every window, cached on disk by the inputs' hash like distill.teacher_targets."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from specnotes.models import cache_dir
+
+    n_params = sum(p.numel() for p in target.parameters())
+    digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + f"hidden/{n_params}".encode()).hexdigest()[:16]
+    path = cache_dir() / "drafters" / f"hidden-{digest}.npy"
+    if path.exists():
+        return np.load(path)
+    out = []
+    with torch.inference_mode():
+        quiet = {} if progress else {"disable": True}
+        for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
+            out.append(target.model(torch.as_tensor(inputs[s:s + batch])).last_hidden_state.half())
+    hidden = torch.cat(out).numpy()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, hidden)
+    tmp.replace(path)
+    return hidden
+
+
+def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | None = None, data=None,
+                 teacher_k: int = 8, positions: int = 256, lr: float = 1e-3, save_to: Path | None = None,
+                 progress: bool = True):
+    """Fit the heads to the target's own distribution `2 + h` positions ahead (soft top-k targets), on
+    random positions of `data` (default: the self-distillation windows). Returns (heads, TrainLog)."""
+    import torch
+
+    win = distill.self_windows() if data is None else data
+    hidden = torch.as_tensor(hidden_states(target, win.inputs, progress=progress))
+    ids, probs = distill.teacher_targets(target, win.inputs, teacher_k, progress=progress)
+    ids, probs, mask = torch.as_tensor(ids), torch.as_tensor(probs), torch.as_tensor(win.mask)
+    n, length = win.inputs.shape
+    # position j's head h is scored on the teacher's distribution at j + 1 + h (the token at j + 2 + h),
+    # where that token is one the target wrote
+    rows, cols = np.nonzero(win.mask[:, 1:])
+    heads = new_heads(target, n_heads).float()
+
+    def loss_fn(idx):
+        r, c = torch.as_tensor(rows[idx]), torch.as_tensor(cols[idx])
+        logits = heads(hidden[r, c].float())  # (H, P, V)
+        total = 0.0
+        for h in range(n_heads):
+            at = (c + 1 + h).clamp_max(length - 1)
+            valid = mask[r, at] & (c + 1 + h < length)
+            total = total + distill.kd_loss(logits[h], None, valid, ids[r, at], probs[r, at].float())
+        return total / n_heads
+
+    heads.train()
+    log = distill.fit(heads.parameters(), loss_fn, len(rows), steps, seconds, batch=positions, lr=lr,
+                      desc="training Medusa heads", progress=progress)
+    heads.eval()
+    if save_to is not None:
+        distill.save_trainable(heads, save_to, {"n_heads": n_heads, "steps": log.steps,
+                                                "seconds": round(log.seconds, 1),
+                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
+    for p in heads.parameters():
+        p.requires_grad_(False)
+    return heads.to(next(target.parameters()).dtype), log
+
+
+def load_medusa_heads(target, n_heads: int = 3, quick_seconds: float = 30.0, progress: bool = True):
+    """Trained heads for `target`: committed, else cached, else a quick set trained now and cached."""
+    heads = new_heads(target, n_heads)
+    for path in (committed_path(n_heads), cached_path(n_heads)):
+        if path.exists():
+            distill.load_trainable(heads, path)
+            break
+    else:
+        heads, _ = train_medusa(target, n_heads, steps=200, seconds=quick_seconds,
+                                data=distill.self_windows(limit=64), save_to=cached_path(n_heads),
+                                progress=progress)
+    for p in heads.parameters():
+        p.requires_grad_(False)
+    return heads.eval()
+
+
+class Medusa:
+    """The tree drafter: the heads' top candidates at each depth arranged as a static tree.
+
+    widths[h] is how many of head h's candidates the tree tries (under the best branch so far; see
+    tree.default_choices), so the tree has sum(widths) nodes and depth len(widths) <= n_heads.
+    heads: "trained" (committed or cached; a quick set otherwise), or a MedusaHeads module."""
+
+    tree = True  # verified with specnotes.tree.generate, not the chain engine
+
+    def __init__(self, target, heads="trained", widths=(3, 2, 2), n_heads: int = 3):
+        from specnotes import tree
+
+        self.heads = load_medusa_heads(target, n_heads) if heads == "trained" else heads
+        if len(widths) > self.heads.n_heads or min(widths) < 1:
+            raise ValueError(f"widths {widths} need one width >= 1 per head, at most {self.heads.n_heads}")
+        self.widths = tuple(widths)
+        self.choices = tree.default_choices(self.widths)
+
+    def reset(self, prompt: list[int]) -> None:
+        pass
+
+    def propose(self, tokens: list[int], states):
+        import torch
+
+        from specnotes import tree
+
+        with torch.inference_mode():
+            logits = self.heads(states[-1])  # (H, V) from the state that produced the last token
+            candidates = [torch.topk(logits[h], w).indices.tolist() for h, w in enumerate(self.widths)]
+        return tree.static_tree(candidates, self.choices)
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        pass
