@@ -27,6 +27,7 @@ from specnotes import roofline, theory
 def default_shape(n_params: float) -> roofline.Shape:
     """A Llama-3-style grouped-query geometry for a model of n_params when no shape is given:
     8 KV heads of 128 dimensions, and 32 layers at 8B scaling as n_params^(1/3)."""
+    roofline.model_bytes(n_params, "fp32")  # validates n_params
     layers = max(1, int(round(32 * (float(n_params) / 8e9) ** (1 / 3))))
     return roofline.Shape(layers, 8, 128)
 

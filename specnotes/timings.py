@@ -268,24 +268,36 @@ def _prediction(outputs, costs, overhead: float, theory) -> dict:
     """Positional α, draft lengths and draft cost from the engine's traces, then the mode's time
     predicted from them: N / mean E(d) rounds, each costing a verify pass at its width, its drafting
     and the engine's per-round overhead (all measured), where the first round's verify pass is the
-    prompt pass. The predicted tokens/s is returned
-    relative to the measured plain rate by summarize(); notebook 05's formula rides along."""
+    prompt pass. The predicted tokens/s is returned relative to the measured plain rate by summarize();
+    notebook 05's formula rides along.
+
+    α by position is measured separately for each draft length d, and E(d) comes from the α of rounds
+    that drafted d. A drafter that chooses its length by its confidence (prompt lookup drafts 2 tokens on
+    a weak match, 10-32 inside a copied passage) has a different α for short and long drafts, and one
+    pooled α would price the long, nearly always accepted drafts at the short drafts' acceptance."""
     lengths = np.concatenate([o.result.drafted_counts for o in outputs])
     width = int(lengths.max(initial=0))
     judged, kept = np.zeros(max(width, 1)), np.zeros(max(width, 1))
+    by_length = {}  # d -> (judged, kept) at positions 1..d, over the rounds that drafted d
     for o in outputs:
         j, k_ = o.result.position_counts
         judged[: len(j)] += j
         kept[: len(k_)] += k_
+        for r in o.result.trace:
+            d = len(r.drafted)
+            jd, kd = by_length.setdefault(d, (np.zeros(max(d, 1)), np.zeros(max(d, 1))))
+            jd[:r.judged] += 1
+            kd[:r.accepted] += 1
     alpha_pos = np.where(judged > 0, kept / np.maximum(judged, 1), 0.0)
+    e_of = {d: float(theory.tokens_by_draft_length(np.where(jd > 0, kd / np.maximum(jd, 1), 0.0))[d])
+            for d, (jd, kd) in by_length.items()}
     step = float(np.mean([c.step_s for c in costs]))
     verify = np.mean([np.asarray(c.verify)[: width + 2] for c in costs], axis=0)
     draft_steps = sum(o.draft_seconds for o in outputs) / max(len(lengths), 1) / step
     tokens = sum(len(o.tokens) for o in outputs)
     prefill = sum(c.prefill_s for c in costs) / step
-    tokens_at = theory.tokens_by_draft_length(alpha_pos[:max(width, 1)])
     verify_s = float(np.mean(verify[lengths + 1])) * step
-    rounds = tokens / float(np.mean(tokens_at[lengths]))
+    rounds = tokens / float(np.mean([e_of[d] for d in lengths]))
     round_s = verify_s + draft_steps * step + overhead
     predicted_s = prefill * step + rounds * round_s - len(outputs) * verify_s
     alpha = float(kept.sum() / judged.sum()) if judged.sum() else 0.0

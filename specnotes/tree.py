@@ -96,8 +96,8 @@ def static_tree(candidates: list[list[int]], choices: list[tuple[int, ...]]) -> 
         if len(choice) > len(candidates):
             raise ValueError(f"choice {choice} is deeper than the {len(candidates)} candidate lists")
         if choice[-1] >= len(candidates[len(choice) - 1]):
-            raise ValueError(f"choice {choice} asks for rank {choice[-1]} of head {len(choice) - 1}, which has "
-                             f"{len(candidates[len(choice) - 1])} candidates")
+            raise ValueError(f"choice {choice} asks for rank {choice[-1]} of head {len(choice) - 1}, "
+                             f"which has {len(candidates[len(choice) - 1])} candidates")
         parent = choice[:-1]
         if parent and parent not in nodes:
             raise ValueError(f"choice {choice} has no parent {parent}: list every prefix too")
@@ -159,8 +159,7 @@ def tree_pass(target, cache, root: int, tree: Tree, uncached: list[int] = (), fe
         if hook is not None:
             hook.remove()
     hidden = out.last_hidden_state[0]
-    new_cache = getattr(out, "cache", None)
-    new_cache = new_cache if new_cache is not None else out.past_key_values
+    new_cache = out.cache if "cache" in out else out.past_key_values
     logits = target.lm_head(hidden[len(uncached):])
     return logits, (captured["pre"][0] if features else hidden), new_cache
 

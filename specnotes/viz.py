@@ -330,12 +330,13 @@ def plot_cache_lengths(result, prompt_len: int, ax=None):
 
 
 def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: float | None = 1.0):
-    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.compare.table)."""
+    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.compare.table);
+    given only the "all" rows, one bar per drafter."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(9, 3.6))[1]
     names = list(dict.fromkeys(r.drafter for r in rows))
-    kinds = [k for k in dict.fromkeys(r.kind for r in rows) if k != "all"]
+    kinds = [k for k in dict.fromkeys(r.kind for r in rows) if k != "all"] or ["all"]
     width = 0.8 / max(len(kinds), 1)
     for j, kind in enumerate(kinds):
         vals = [next((getattr(r, value) for r in rows if r.drafter == n and r.kind == kind), np.nan)
@@ -428,10 +429,14 @@ def serving_readout(alpha: float, k: int, c: float, n_params: float, dtype: str,
     cross = serving.crossover_batch(alpha, k, c, n_params, dtype, gpu, context)
     fits = serving.simulate(np.arange(1, 4097), alpha, k, c, n_params, dtype, gpu, context).fits
     most = int(np.flatnonzero(fits)[-1]) + 1 if fits.any() else 0
-    where = (f"speculation stops paying at batch {cross}" if cross is not None
-             else "speculation still pays at batch 4096")
-    return (f"{at1:.2f}× at batch 1; {where}; memory holds at most {most} sequences at context {context}"
-            if most else f"{at1:.2f}× at batch 1; {where}; the weights alone do not fit in memory")
+    head = f"{at1:.2f}× at batch 1 (context {context:,})"
+    if not most:
+        return f"{head}; the weights alone do not fit in this GPU's memory"
+    if cross == 1:
+        return f"{head}: speculation loses even at batch 1"
+    if cross is None or cross > most:
+        return f"{head}; speculation pays at every batch that fits in memory (up to {most})"
+    return f"{head}; speculation stops paying at batch {cross} (memory holds {most} sequences)"
 
 
 def plot_serving(alpha: float, k: int, c: float, n_params: float, dtype: str, gpu, contexts=(0, 4096, 32768),

@@ -12,8 +12,9 @@ class DraftModel:
     """Drafts k tokens autoregressively with its own model and KV cache, sampling the way the engine
     samples, and returns q: the processed distribution each token was actually drawn from.
 
-    stop_below: a confidence stop. Drafting ends early, after the first token whose own probability
-    under q falls below this threshold (transformers' assistant_confidence_threshold works alike)."""
+    stop_below: a confidence stop. Drafting ends early, after the first token whose probability under
+    the draft's own softmax falls below this threshold (transformers' assistant_confidence_threshold
+    works alike)."""
 
     def __init__(self, model, stop_below: float | None = None):
         if stop_below is not None and not 0 <= stop_below < 1:
@@ -52,8 +53,10 @@ class DraftModel:
                 x = sampler.draw(q)
                 drafted.append(x)
                 qs.append(q)
-                if self.stop_below is not None and float(q[x]) < self.stop_below:
-                    break
+                # confidence is the draft's own softmax (under greedy q is one-hot, so it cannot say)
+                if self.stop_below is not None:
+                    if float(torch.softmax(logits.float(), -1)[x]) < self.stop_below:
+                        break
                 if i < k - 1:
                     seq.append(x)
                     logits = self._feed(seq)

@@ -38,18 +38,17 @@ def _model_class():
             for p in self.body.model.embed_tokens.parameters():
                 p.requires_grad_(False)
 
-        def forward(self, features, tokens, cache=None, position_ids=None):
+        def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False):
             """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
             (B, T, d), logits (B, T, V) for token t+2, cache)."""
             from specnotes.decode import _cache_kwarg
 
             emb = self.body.model.embed_tokens(tokens)
             x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
-            out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=cache is not None,
+            out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
                                   **{_cache_kwarg(type(self.body.model)): cache})
             h = out.last_hidden_state
-            new_cache = getattr(out, "cache", None)
-            new_cache = new_cache if new_cache is not None else out.past_key_values
+            new_cache = out.cache if "cache" in out else out.past_key_values
             return h, self.body.lm_head(h), new_cache
 
     return EagleModel
@@ -155,14 +154,14 @@ class EagleLite:
             # pair each new committed feature (positions n-m-1 .. n-2) with the token after it
             nxt = torch.tensor([tokens[-m:]], device=device)
             pos = torch.arange(self.fed, self.fed + m, device=device)[None]
-            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos)
+            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True)
             self.fed += m
             drafted = [int(logits[0, -1].argmax())]
             feat = h[:, -1:]
             for i in range(1, self.k):
                 pos = torch.tensor([[self.fed + i - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
-                                                      self.cache, pos)
+                                                      self.cache, pos, use_cache=True)
                 drafted.append(int(logits[0, -1].argmax()))
             if self.k > 1:
                 self.cache.crop(-(self.k - 1))  # the drafted positions are guesses, not committed text

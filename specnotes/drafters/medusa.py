@@ -84,7 +84,8 @@ def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = T
     from specnotes.models import cache_dir
 
     n_params = sum(p.numel() for p in target.parameters())
-    digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + f"hidden/{n_params}".encode()).hexdigest()[:16]
+    key = inputs.astype(np.int64).tobytes() + f"hidden/{n_params}".encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
     path = cache_dir() / "drafters" / f"hidden-{digest}.npy"
     if path.exists():
         return np.load(path)
