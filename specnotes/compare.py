@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 KINDS = ("copy", "code", "story", "qa")
+MEDUSA_WIDTHS = (1, 1)  # the tree that paid best on 2 CPU cores (notebook 06); GPUs take far bigger ones
+EAGLE_K = 2
 
 
 class TimedDrafter:
@@ -81,14 +83,19 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
     """Name -> factory for the whole family, each built from at most the target model."""
     from specnotes.drafters import (
         DraftModel,
+        EagleLite,
         EarlyExit,
         Lookahead,
+        Medusa,
         PromptLookup,
         Suffix,
         load_distilled_draft,
     )
+    from specnotes.drafters.eagle import load_eagle
+    from specnotes.drafters.medusa import load_medusa_heads
 
     distilled = load_distilled_draft(target)
+    heads, eagle = load_medusa_heads(target), load_eagle(target)
     return {
         "prompt-lookup": PromptLookup,
         "suffix": Suffix,
@@ -96,6 +103,8 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
         "early-exit": lambda: EarlyExit(target),
         "early-exit+adapter": lambda: EarlyExit(target, adapter="trained"),
         "distilled-draft": lambda: DraftModel(distilled),
+        "medusa": lambda: Medusa(target, heads=heads, widths=MEDUSA_WIDTHS),
+        "eagle-lite": lambda: EagleLite(target, model=eagle, k=EAGLE_K),
     }
 
 

@@ -279,3 +279,23 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
             if stopped:
                 break
     return Result(new, calls, trace, stopped)
+
+
+def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top_k: int | None = None):
+    """(V**length,) the exact probability of each possible first `length` sampled tokens, in
+    lexicographic order, under plain sampling from the processed distribution: the reference that the
+    calibrated χ² tests compare speculative samples against (specnotes.toy.compare). Tiny vocabularies
+    only: it runs V**(length-1) prefixes."""
+    import torch
+
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0)
+    dist = np.ones(1)
+    prefixes = [[]]
+    for _ in range(length):
+        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes])
+        with torch.no_grad():
+            probs = processing.probs(model(batch).logits[:, -1].double()).double().numpy()
+            probs /= probs.sum(axis=1, keepdims=True)
+        dist = (dist[:, None] * probs).reshape(-1)
+        prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
+    return dist

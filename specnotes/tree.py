@@ -117,6 +117,25 @@ def default_choices(widths=(3, 2, 2, 1)) -> list[tuple[int, ...]]:
     return choices
 
 
+class RandomTree:
+    """A tree drafter that guesses at random: distinct random tokens in a fixed static-tree shape. Useless
+    for speed, ideal for testing a sampling rule, since it produces rejections of every kind."""
+
+    def __init__(self, vocab: int, widths=(3, 2, 1), seed: int = 0):
+        self.vocab, self.widths = vocab, tuple(widths)
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, prompt: list[int]) -> None:
+        pass
+
+    def propose(self, tokens: list[int], states) -> Tree:
+        candidates = [self.rng.permutation(self.vocab)[:w].tolist() for w in self.widths]
+        return static_tree(candidates, default_choices(self.widths))
+
+    def update(self, tokens: list[int], n_accepted: int) -> None:
+        pass
+
+
 def _tree_inputs(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     """Position ids (1, q) and the additive attention mask (1, 1, q, cache_len + q) of a tree pass whose
     input is [uncached prompt tokens, root, nodes]."""
@@ -159,7 +178,7 @@ def tree_pass(target, cache, root: int, tree: Tree, uncached: list[int] = (), fe
         if hook is not None:
             hook.remove()
     hidden = out.last_hidden_state[0]
-    new_cache = out.cache if "cache" in out else out.past_key_values
+    new_cache = out.get("cache", out.get("past_key_values"))
     logits = target.lm_head(hidden[len(uncached):])
     return logits, (captured["pre"][0] if features else hidden), new_cache
 

@@ -72,6 +72,26 @@ def test_every_drafter_keeps_greedy_identity_on_the_real_model(real, real_drafte
         assert result.tokens == reference, name
 
 
+@pytest.mark.parametrize("kind", list(REAL_TEXTS))
+def test_tree_drafters_keep_greedy_identity_on_the_real_model(real, kind):
+    """Medusa's trees (several shapes, tree attention mask, KV compaction) and EagleLite's chains, with
+    the committed weights, against transformers' own greedy output."""
+    from specnotes import tree
+    from specnotes.drafters import EagleLite, Medusa
+    from specnotes.drafters.medusa import load_medusa_heads
+
+    model, tokenizer = real
+    ids = prompt_ids(tokenizer, REAL_TEXTS[kind])
+    reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
+    reference = reference[0, ids.shape[1]:].tolist()
+    heads = load_medusa_heads(model)
+    for widths in ((1,), (3, 2, 2), (4, 1, 1)):
+        result = tree.generate(model, Medusa(model, heads=heads, widths=widths), ids, 24)
+        assert result.tokens == reference, widths
+    assert tree.generate(model, EagleLite(model, k=3), ids, 24).tokens == reference
+    assert tree.generate(model, EagleLite(model, k=2, vocab=4096), ids, 24).tokens == reference
+
+
 def test_the_distilled_draft_works_as_a_transformers_assistant_model(real):
     model, tokenizer = real
     draft = load_distilled_draft(model)

@@ -100,23 +100,7 @@ SMALL_PROMPT = torch.tensor([[3, 1, 4]])
 N_SAMPLES = 2000
 
 
-def exact_first_tokens(model, prompt, length, temperature, top_k=None):
-    """(V**length,) exact probability of the first `length` sampled tokens, lexicographic order, for
-    plain sampling from the temperature (and top-k) processed distribution."""
-    processing = engine.Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0)
-    dist = np.ones(1)
-    prefixes = [[]]
-    for _ in range(length):
-        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes])
-        with torch.no_grad():
-            probs = processing.probs(model(batch).logits[:, -1].double()).double().numpy()
-            probs /= probs.sum(axis=1, keepdims=True)
-        dist = (dist[:, None] * probs).reshape(-1)
-        prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
-    return dist
-
-
-EXACT = exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, TEMPERATURE)
+EXACT = engine.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, TEMPERATURE)
 
 
 def sampled(drafter_factory, seed0, n=N_SAMPLES):
@@ -135,7 +119,7 @@ def test_sampled_tokens_follow_the_targets_exact_distribution(drafter):
 
 def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution():
     """q must be the draft's *processed* distribution: temperature 0.7 and top-k 4 on both models."""
-    exact = exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, 0.7, top_k=4)
+    exact = engine.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, 0.7, top_k=4)
     rows = [engine.generate(SMALL_TARGET, DraftModel(SMALL_DRAFT), SMALL_PROMPT, LENGTH, k=2, do_sample=True,
                             temperature=0.7, top_k=4, seed=10_000 + i, eos_token_id=-1).tokens
             for i in range(N_SAMPLES)]

@@ -44,22 +44,7 @@ class TopKChain:
         pass
 
 
-class RandomTree:
-    """Random candidate tokens in a fixed tree shape: sampling tests need rejections of every kind."""
-
-    def __init__(self, vocab, widths=(3, 2, 1), seed=0):
-        self.vocab, self.widths = vocab, widths
-        self.rng = np.random.default_rng(seed)
-
-    def reset(self, prompt):
-        pass
-
-    def propose(self, tokens, states):
-        candidates = [self.rng.permutation(self.vocab)[:w].tolist() for w in self.widths]
-        return tree.static_tree(candidates, tree.default_choices(self.widths))
-
-    def update(self, tokens, n_accepted):
-        pass
+RandomTree = tree.RandomTree
 
 
 def test_static_tree_shape_mask_and_depths():
@@ -243,3 +228,21 @@ def test_medusa_refuses_a_tree_deeper_than_its_heads():
         Medusa(TARGET, heads=new_heads(TARGET, 2), widths=(2, 2, 2))
     with pytest.raises(ValueError, match="n_heads"):
         new_heads(TARGET, 0)
+
+
+def test_mtp_module_learns_only_when_trained_with_the_model_and_then_drafts():
+    from specnotes import mtp
+    from specnotes.drafters import EagleLite
+
+    table = mtp.toy_language(16, seed=1)
+    assert np.allclose(table.sum(-1), 1) and ((table > 0).sum(-1) == 3).all()
+    seqs = mtp.sample_language(table, 4, 10, seed=0)
+    assert seqs.shape == (4, 10) and all(table[s[t - 2], s[t - 1], s[t]] > 0 for s in seqs for t in range(2, 10))
+    with_mtp, without = mtp.train(lam=0.3, steps=80, progress=False), mtp.train(lam=0.0, steps=80, progress=False)
+    assert np.mean(with_mtp.mtp_losses[-10:]) < 0.8 * np.mean(without.mtp_losses[-10:])
+    prompt = torch.as_tensor(mtp.sample_language(mtp.toy_language(), 1, 8, seed=99))
+    drafter = EagleLite(with_mtp.model, model=with_mtp.module, k=1)
+    res = tree.generate(with_mtp.model, drafter, prompt, 20, eos_token_id=-1)
+    assert res.tokens == hf_greedy(with_mtp.model, prompt, 20)
+    with pytest.raises(ValueError, match="vocab"):
+        mtp.toy_language(2)

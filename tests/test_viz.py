@@ -28,3 +28,18 @@ def test_notebook_08_plots_draw_headless():
     assert "median" in fig4.axes[0].get_legend().get_texts()[0].get_text()
     for f in (fig, fig2, fig3, fig4):
         plt.close(f)
+
+
+def test_tree_plots_draw_headless():
+    import matplotlib.pyplot as plt
+
+    from specnotes import tree
+
+    t = tree.static_tree([[10, 11, 12], [20, 21], [30]], tree.default_choices((3, 2, 1)))
+    fig = viz.plot_tree_and_mask(t, labels=["a", "b", "c", "d", "e", "f"])
+    mask_ax = fig.axes[1]
+    assert mask_ax.images[0].get_array().shape == (7, 7)
+    fig2 = viz.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9], labels=["a", "b", "c"])
+    assert len(fig2.axes[0].lines) == 3
+    for f in (fig, fig2):
+        plt.close(f)

@@ -1,13 +1,14 @@
 """Train notebook 06's drafters in full mode and write their weights to data/drafters/ (committed).
 
-    python tools/train_drafters.py            # the distilled draft LM, the early-exit adapter, Medusa heads
+    python tools/train_drafters.py            # draft LM, early-exit adapter, Medusa heads, EagleLite
     python tools/train_drafters.py --only medusa
 
 Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
 Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
 cached). Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up
-to 12 for the Medusa heads (plus a 2-minute pass for their hidden states), on 2 CPU cores. Without these
-files, load_distilled_draft(), EarlyExit(adapter="trained") and Medusa(target) train quick ones.
+to 10 for the Medusa heads (plus a 2-minute pass for the hidden states) and 8 for EagleLite, on 2 CPU
+cores. Without these files, load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and
+EagleLite(target) train quick ones.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ import sys
 import torch
 
 from specnotes import distill, models
-from specnotes.drafters import distilled, early_exit, medusa
+from specnotes.drafters import distilled, eagle, early_exit, medusa
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["draft", "exit", "medusa"])
+    ap.add_argument("--only", choices=["draft", "exit", "medusa", "eagle"])
     ap.add_argument("--draft-seconds", type=float, default=540)
     ap.add_argument("--exit-seconds", type=float, default=240)
     ap.add_argument("--medusa-seconds", type=float, default=600)
+    ap.add_argument("--eagle-seconds", type=float, default=480)
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -51,6 +53,12 @@ def main(argv=None) -> int:
         _, log = medusa.train_medusa(target, 3, steps=int(args.medusa_seconds / 0.8),
                                      seconds=args.medusa_seconds, data=data, save_to=path)
         print(f"medusa heads: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+    if args.only in (None, "eagle"):
+        path = eagle.committed_path()
+        _, log = eagle.train_eagle(target, steps=int(args.eagle_seconds / 1.1), seconds=args.eagle_seconds,
+                                   data=data, save_to=path)
+        print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     return 0
 

@@ -28,6 +28,8 @@ class Drafter(Protocol):
         """The round is over: `tokens` is the whole sequence now, and n_accepted of the proposal were
         kept. Roll back whatever the rejected proposals left behind."""
 
+    # Tree drafters (Medusa, EagleLite) set `tree = True` and implement propose(tokens, states) instead:
+    # specnotes.tree.generate verifies their candidate trees and hands them the target's hidden states.
     # Optional: observe(tokens, inputs, predictions). When a drafter has it, the engine calls it after
     # each target pass with the sequence before the pass, the pass's input tokens and the target's argmax
     # after each of them (Lookahead builds its n-gram pool from these).
@@ -35,10 +37,12 @@ class Drafter(Protocol):
 
 from specnotes.drafters.distilled import load_distilled_draft  # noqa: E402
 from specnotes.drafters.draft_model import DraftModel  # noqa: E402
+from specnotes.drafters.eagle import EagleLite  # noqa: E402
 from specnotes.drafters.early_exit import EarlyExit  # noqa: E402
 from specnotes.drafters.lookahead import Lookahead  # noqa: E402
+from specnotes.drafters.medusa import Medusa  # noqa: E402
 from specnotes.drafters.prompt_lookup import PromptLookup  # noqa: E402
 from specnotes.drafters.suffix import Suffix  # noqa: E402
 
-__all__ = ["Draft", "Drafter", "DraftModel", "EarlyExit", "Lookahead", "PromptLookup", "Suffix",
-           "load_distilled_draft"]
+__all__ = ["Draft", "Drafter", "DraftModel", "EagleLite", "EarlyExit", "Lookahead", "Medusa", "PromptLookup",
+           "Suffix", "load_distilled_draft"]

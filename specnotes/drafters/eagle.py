@@ -38,7 +38,7 @@ def _model_class():
             for p in self.body.model.embed_tokens.parameters():
                 p.requires_grad_(False)
 
-        def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False):
+        def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
             """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
             (B, T, d), logits (B, T, V) for token t+2, cache)."""
             from specnotes.decode import _cache_kwarg
@@ -48,8 +48,8 @@ def _model_class():
             out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
                                   **{_cache_kwarg(type(self.body.model)): cache})
             h = out.last_hidden_state
-            new_cache = out.cache if "cache" in out else out.past_key_values
-            return h, self.body.lm_head(h), new_cache
+            new_cache = out.get("cache", out.get("past_key_values"))
+            return h, (self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None), new_cache
 
     return EagleModel
 
@@ -69,7 +69,7 @@ def cached_path() -> Path:
 
 
 def train_eagle(target, steps: int = 600, seconds: float | None = None, data=None, teacher_k: int = 8,
-                batch: int = 4, lr: float = 5e-4, feature_weight: float = 1.0, save_to: Path | None = None,
+                batch: int = 8, lr: float = 2e-3, feature_weight: float = 0.1, save_to: Path | None = None,
                 progress: bool = True):
     """Fit EagleLite on windows of `data`: from (h_t, token_{t+1}) predict h_{t+1} (smooth L1) and the
     target's distribution of token t+2 (KD). Returns (model, TrainLog)."""
@@ -132,13 +132,27 @@ class EagleLite:
 
     tree = True
 
-    def __init__(self, target, model="trained", k: int = 3):
+    def __init__(self, target, model="trained", k: int = 3, vocab=None):
+        """vocab: None scores every token; an int n scores only the n tokens the target writes most
+        often (distill.frequent_tokens), cutting the LM-head read of each draft step by V / n."""
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an int >= 1, got {k!r}")
         self.model = load_eagle(target) if model == "trained" else model
         self.k = k
         self.cache = None
         self.fed = 0
+        self.subset = None
+        if vocab is not None:
+            import torch
+
+            ids = torch.as_tensor(distill.frequent_tokens(int(vocab)))
+            self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
+
+    def _pick(self, h, logits) -> int:
+        if self.subset is None:
+            return int(logits[0, -1].argmax())
+        ids, weight = self.subset
+        return int(ids[int((h[0, -1] @ weight.T).argmax())])
 
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed = None, 0
@@ -154,15 +168,17 @@ class EagleLite:
             # pair each new committed feature (positions n-m-1 .. n-2) with the token after it
             nxt = torch.tensor([tokens[-m:]], device=device)
             pos = torch.arange(self.fed, self.fed + m, device=device)[None]
-            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True)
+            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True,
+                                               with_logits=self.subset is None)
             self.fed += m
-            drafted = [int(logits[0, -1].argmax())]
+            drafted = [self._pick(h, logits)]
             feat = h[:, -1:]
             for i in range(1, self.k):
                 pos = torch.tensor([[self.fed + i - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
-                                                      self.cache, pos, use_cache=True)
-                drafted.append(int(logits[0, -1].argmax()))
+                                                      self.cache, pos, use_cache=True,
+                                                      with_logits=self.subset is None)
+                drafted.append(self._pick(feat, logits))
             if self.k > 1:
                 self.cache.crop(-(self.k - 1))  # the drafted positions are guesses, not committed text
         return tree.chain(drafted)
