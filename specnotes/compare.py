@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 KINDS = ("copy", "code", "story", "qa")
-MEDUSA_WIDTHS = (1, 1)  # the tree that paid best on 2 CPU cores (notebook 06); GPUs take far bigger ones
-EAGLE_K = 2
+MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
+EAGLE_K, EAGLE_VOCAB = 1, 8192  # one guess per round, scored over the 8192 most frequent tokens only
 
 
 class TimedDrafter:
@@ -104,7 +104,7 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
         "early-exit+adapter": lambda: EarlyExit(target, adapter="trained"),
         "distilled-draft": lambda: DraftModel(distilled),
         "medusa": lambda: Medusa(target, heads=heads, widths=MEDUSA_WIDTHS),
-        "eagle-lite": lambda: EagleLite(target, model=eagle, k=EAGLE_K),
+        "eagle-lite": lambda: EagleLite(target, model=eagle, k=EAGLE_K, vocab=EAGLE_VOCAB),
     }
 
 
