@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--save-reference", action="store_true")
     args = ap.parse_args(argv)
     quick = quick_mode()
-    report = timings.run(max_new_tokens=64 if quick else 96, repeats=2,
+    report = timings.run(max_new_tokens=48 if quick else 96, repeats=2,
                          prompts_per_kind=1 if quick else None)
     out = Path("bench")
     out.mkdir(exist_ok=True)
