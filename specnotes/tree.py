@@ -63,7 +63,6 @@ class Tree:
         for i, parent in enumerate(self.parents):
             see[i + 1] = see[parent + 1] if parent >= 0 else see[0]
             see[i + 1, i + 1] = True
-        see[0, 1:] = False
         return see
 
     def path_to(self, node: int) -> list[int]:
@@ -148,7 +147,6 @@ def _tree_inputs(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     see[:, :cache_len] = True
     see[:, cache_len:cache_len + n_uncached + 1] = np.tril(np.ones((q, n_uncached + 1), dtype=bool))
     see[n_uncached:, cache_len + n_uncached:] = tree.ancestry()
-    see[n_uncached, cache_len + n_uncached + 1:] = False
     mask = torch.zeros(see.shape, dtype=dtype)
     mask.masked_fill_(torch.from_numpy(~see), torch.finfo(dtype).min)
     return (torch.from_numpy(positions)[None].to(device), mask[None, None].to(device))

@@ -35,8 +35,6 @@ def _model_class():
             with torch.no_grad():  # start as "the feature itself": [I | 0]
                 self.fc.weight.zero_()
                 self.fc.weight[:, :d] = torch.eye(d)
-            for p in self.body.model.embed_tokens.parameters():
-                p.requires_grad_(False)
 
         def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
             """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
