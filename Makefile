@@ -22,10 +22,12 @@ CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBAC
           PIP_DISABLE_PIP_VERSION_CHECK=1
 NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install model lab test lint notebooks bench clean help
+.PHONY: install model lab test test-browser browser lint notebooks bench clean help
 help:
 	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
-	@echo "make test       set up, then ruff + pytest + every notebook through nbval (quick mode)"
+	@echo "make test       set up, then ruff + pytest (the JupyterLab browser test and the Colab mimic"
+	@echo "                included) + every notebook through nbval (quick mode)"
+	@echo "make test-browser  only the browser test: JupyterLab in headless Chromium, sliders dragged"
 	@echo "make notebooks  re-run every notebook in full mode and save the outputs in place"
 	@echo "make bench      run the benchmarks and write reports to bench/ (SPECNOTES_QUICK=1 for a short run)"
 
@@ -48,8 +50,14 @@ lab: model
 lint: install
 	$(PY) -m ruff check specnotes tests solutions tools conftest.py
 
-test: model lint
+browser:
+	@bash .ci/install-chromium
+
+test: model lint browser
 	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL)
+
+test-browser: model browser
+	$(CI_ENV) $(PY) -m pytest tests/test_browser.py -v
 
 notebooks: model
 	$(PY) tools/run_notebooks.py
