@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --retries 1 -c .ci/constraints.txt \
 		--extra-index-url $(TORCH_INDEX) torch
-	$(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -c .ci/constraints.txt -e '.[lab,dev]'
 	@touch $@
 
 install: $(STAMP)

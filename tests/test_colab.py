@@ -1,0 +1,144 @@
+"""The Colab mimic: a fresh environment with Colab's preinstalled stack (.ci/colab-stack.txt), where
+only the guarded install cell of notebook 00, run as it stands, installs specnotes. Then notebook 00
+runs top to bottom, and every widget is built and redrawn under Colab's ipywidgets 7.
+
+The cell's `pip install "specnotes @ git+https://github.com/<repo>"` is sent to this repository's
+committed HEAD through git's `url.<base>.insteadOf` (CI runs a clean clone of main, so HEAD is what is
+tested). `google.colab` is a stub package, so the cell's guard takes the Colab branch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STACK = ROOT / ".ci" / "colab-stack.txt"
+NB00 = ROOT / "notebooks" / "00_start_here.ipynb"
+INSTALL = re.compile(r'^\s*!pip install (?P<args>.*"specnotes @ git\+(?P<url>https://github\.com/[\w.-]+/[\w.-]+)".*)$',
+                     re.M)
+PRESERVED = ("torch", "transformers", "ipywidgets", "ipython", "ipykernel")
+
+
+def install_cell() -> tuple[str, str]:
+    """(the install cell's source, the git URL it installs from)."""
+    cells = json.loads(NB00.read_text())["cells"]
+    for cell in cells:
+        m = INSTALL.search("".join(cell["source"]))
+        if cell["cell_type"] == "code" and m:
+            return "".join(cell["source"]), m["url"]
+    raise AssertionError("notebook 00 has no guarded `!pip install \"specnotes @ git+...\"` cell")
+
+
+def test_install_cell_is_guarded_and_points_at_this_repo():
+    source, url = install_cell()
+    assert 'if "google.colab" in sys.modules:' in source  # never reinstall anything off Colab
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebook_nav
+
+    assert url == f"https://github.com/{notebook_nav.REPO}"  # the badges and the install agree
+
+
+def _run(cmd, env=None, timeout=900, **kw) -> str:
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    if done.returncode:
+        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({done.returncode}):\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def _versions(python: Path) -> dict[str, str]:
+    code = (f"import importlib.metadata as m, json; "
+            f"print(json.dumps({{p: m.version(p) for p in {PRESERVED!r}}}))")
+    return json.loads(_run([str(python), "-c", code]).strip().splitlines()[-1])
+
+
+def _python_for_mimic() -> str:
+    """Colab's Python (3.12) only where this machine can install torch for it; else ours."""
+    return sys.executable
+
+
+@pytest.fixture(scope="module")
+def colab(tmp_path_factory):
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to run the install cell's git+https URL")
+    home = tmp_path_factory.mktemp("colab")
+    venv = home / "venv"
+    started = time.monotonic()
+    _run([_python_for_mimic(), "-m", "venv", str(venv)])
+    py, bindir = venv / "bin" / "python", venv / "bin"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # the preinstalled stack, as Colab has it before the notebook runs
+    _run([*pip, "-r", str(STACK)], timeout=1200)
+    stub = home / "stub" / "google" / "colab"
+    stub.mkdir(parents=True)
+    (stub.parent / "__init__.py").write_text("")
+    (stub / "__init__.py").write_text('"""A stand-in: its presence is what the guard tests."""\n')
+    _, url = install_cell()
+    gitconfig = home / "gitconfig"
+    gitconfig.write_text(f'[url "{ROOT.as_uri()}"]\n\tinsteadOf = {url}\n[safe]\n\tdirectory = *\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
+    env.update(PATH=f"{bindir}{os.pathsep}{env['PATH']}", PYTHONPATH=str(home / "stub"),
+               GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1", SPECNOTES_QUICK="1",
+               MPLBACKEND="module://matplotlib_inline.backend_inline", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    before = _versions(py)
+    version = _run([str(py), "-c", "import sys; print(sys.version.split()[0])"]).strip()
+    print(f"Colab mimic: Python {version}, stack {before}, built in {time.monotonic() - started:.0f} s")
+    # notebook 00 as it stands: its first cell installs specnotes, the rest must then just work
+    out = home / "00_start_here.ipynb"
+    runner = textwrap.dedent(f"""
+        import nbformat
+        from nbclient import NotebookClient
+        nb = nbformat.read({str(NB00)!r}, as_version=4)
+        NotebookClient(nb, timeout=900, kernel_name="python3",
+                       resources={{"metadata": {{"path": {str(home)!r}}}}}).execute()
+        nbformat.write(nb, {str(out)!r})
+    """)
+    _run([str(py), "-c", runner], env=env, timeout=1200)
+    return {"home": home, "python": py, "env": env, "before": before, "after": _versions(py),
+            "notebook": json.loads(out.read_text())}
+
+
+def test_notebook_00_runs_after_the_install_cell(colab):
+    cells = colab["notebook"]["cells"]
+    errors = [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(c["execution_count"] for c in code)
+    # specnotes came from the install cell: it lives in the mimic's site-packages
+    where = _run([str(colab["python"]), "-c", "import specnotes; print(specnotes.__file__)"],
+                 env=colab["env"])
+    assert str(colab["home"]) in where, where
+
+
+def test_install_cell_keeps_colabs_preinstalled_stack(colab):
+    assert colab["after"] == colab["before"], (
+        f"installing specnotes replaced Colab's packages: {colab['before']} -> {colab['after']}")
+
+
+def test_widgets_draw_and_redraw_under_colabs_ipywidgets(colab):
+    code = textwrap.dedent("""
+        import ipywidgets
+        from specnotes import widgets
+        assert ipywidgets.__version__.startswith("7."), ipywidgets.__version__
+        box = widgets.speedup_explorer()
+        before = box.readout.value
+        box.sliders["alpha"].value = 0.95
+        assert box.readout.value != before and "best k=" in box.readout.value
+        calc = widgets.roofline_calculator()
+        before = calc.readout.value
+        calc.controls["k"].value = 12
+        assert calc.readout.value != before
+        serving = widgets.serving_explorer()
+        print("widgets ok under ipywidgets", ipywidgets.__version__)
+    """)
+    assert "widgets ok" in _run([str(colab["python"]), "-c", code], env=colab["env"])

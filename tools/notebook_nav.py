@@ -1,0 +1,190 @@
+"""Write each notebook's generated header and footer: Colab badge, prev/next links, objectives,
+prerequisites and time (header), and the next-notebook link (footer). tests/test_nav.py checks them.
+
+Usage: python tools/notebook_nav.py          rewrite the two cells in every notebook (outputs untouched)
+       python tools/notebook_nav.py --check  exit 1 and name the notebooks whose cells are out of date
+
+Edit the GUIDE table below, never the generated cells: the next run would overwrite them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = "notebooks"
+REPO = "specnotes/specnotes"  # GitHub owner/name: the Colab badges and the install cell use it
+BRANCH = "main"
+BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+HEADER_ID, FOOTER_ID = "nav-header", "nav-footer"
+
+
+class Guide(NamedTuple):
+    title: str             # the heading after "NN · "
+    short: str             # link text for prev/next
+    objectives: tuple      # what the learner will be able to do
+    prerequisites: str
+    minutes_cpu_full: int  # measured: `make notebooks` on 2 CPU cores (tools/run_notebooks.py)
+    minutes_reading: int   # reading, running and the exercises, at a learner's pace
+    blurb: str             # one line for the previous notebook's "Next" link
+
+
+GUIDE = {
+    "00_start_here": Guide(
+        "Start here", "Start here",
+        ("check that your environment is ready (versions, device, threads, quick mode)",
+         "load SmolLM2-135M-Instruct offline and generate from it",
+         "see why plain decoding costs one full forward pass per token"),
+        "Python and a little PyTorch. No GPU and no network needed once `make lab` has run.",
+        1, 20, "environment check, the offline model, one token per forward pass"),
+    "01_roofline": Guide(
+        "Why decode is memory-bound", "Roofline",
+        ("compute a decode step's bytes, FLOPs and time bound for any model and GPU",
+         "find the ridge point where a pass stops being memory-bound",
+         "measure on your own machine that extra positions in one pass are nearly free"),
+        "notebook 00.",
+        1, 25, "why one decode pass costs what it costs, and why checking 8 tokens costs far less "
+        "than 8 passes"),
+    "02_draft_and_verify": Guide(
+        "Draft and verify: the loop on a real model, traced token by token", "Draft and verify",
+        ("run the draft-and-verify loop on a real model with two drafters",
+         "read a token trace: accepted, corrected and bonus tokens",
+         "see the KV cache rolled back after a rejection, and the k + 1 distributions of one pass"),
+        "notebooks 00 and 01.",
+        2, 30, "the loop itself on the real model, traced token by token"),
+    "03_rejection_sampling": Guide(
+        "Rejection sampling: why speculative decoding is exact", "Rejection sampling",
+        ("state the accept/reject rule and the residual distribution",
+         "prove the rule exact by enumeration in fractions, and check it by converging statistics",
+         "see how a subtly wrong residual biases the output, and why greedy is a special case"),
+        "notebook 02; basic probability (distributions, conditional probability).",
+        1, 40, "why the sampled output is exactly the target's distribution"),
+    "04_bug_zoo": Guide(
+        "The bug zoo: sampler mistakes, planted one at a time, and the checks that catch them", "Bug zoo",
+        ("recognize eight common sampler mistakes, most taken from public projects",
+         "run the two checks (exact enumeration and a χ² test) that catch each one",
+         "tell a bug that changes the output from one that only costs speed"),
+        "notebook 03.",
+        1, 30, "sampler mistakes planted one at a time, and the checks that catch each"),
+    "05_speedup_math": Guide(
+        "The speedup math: tokens per pass, draft cost, and the best k", "Speedup math",
+        ("derive the expected tokens per target pass and check it against simulation",
+         "predict the speedup from α, k and c, and find the best k with sliders",
+         "measure a real draft's cost c, and handle an α that depends on the position"),
+        "notebooks 02 and 03.",
+        1, 35, "tokens per pass, the speedup formula, and the best k, with sliders"),
+    "06_drafters": Guide(
+        "The drafter family: where the guesses come from", "Drafters",
+        ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
+         "train small drafters on a CPU, and verify a candidate tree in one pass (Medusa, EagleLite)",
+         "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task"),
+        "notebooks 02–05.",
+        22, 60, "where the guesses come from: every drafter family on one target"),
+    "07_live_timings": Guide(
+        "Live timings: transformers and our engine side by side, predicted against measured",
+        "Live timings",
+        ("time transformers' assisted generation and this package's engine fairly (warm-up, round-robin)",
+         "predict each speedup from measured α, draft cost and the verify cost curve, then measure it",
+         "explain the runs where speculation was slower"),
+        "notebooks 05 and 06.",
+        20, 45, "transformers and the engine side by side, predicted against measured"),
+    "08_production": Guide(
+        "Production reality: batch size eats the free compute", "Production",
+        ("explain why batching eats speculation's gain, and find the crossover batch",
+         "measure how α moves with content and temperature, and where fp32 and bf16 diverge",
+         "choose k adaptively, and measure time to first token and bursty inter-token latency"),
+        "notebooks 05–07.",
+        13, 45, "batch size, content, temperature, numerics and adaptive k"),
+}
+
+
+def notebooks() -> list[Path]:
+    return sorted((ROOT / NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
+
+
+def colab_url(name: str) -> str:
+    return f"https://colab.research.google.com/github/{REPO}/blob/{BRANCH}/{NOTEBOOK_DIR}/{name}"
+
+
+def _label(path: Path) -> str:
+    return f"{path.stem[:2]} · {GUIDE[path.stem].short}"
+
+
+def header(paths: list[Path], i: int) -> str:
+    path, g = paths[i], GUIDE[paths[i].stem]
+    links = [f"[![Open In Colab]({BADGE})]({colab_url(path.name)})"]
+    if i > 0:
+        links.append(f"[← {_label(paths[i - 1])}]({paths[i - 1].name})")
+    if i > 0:
+        links.append(f"[contents]({paths[0].name})")
+    if i + 1 < len(paths):
+        links.append(f"[{_label(paths[i + 1])} →]({paths[i + 1].name})")
+    objectives = "\n".join(f"- {o}" for o in g.objectives)
+    return (f"{' · '.join(links)}\n\n# {path.stem[:2]} · {g.title}\n\n"
+            f"**You will**\n{objectives}\n\n"
+            f"**You need:** {g.prerequisites}\n\n"
+            f"**Time:** about {g.minutes_reading} minutes to work through. Running every cell takes about "
+            f"{g.minutes_cpu_full} min on 2 CPU cores in full mode, under 1 min in quick mode "
+            f"(`SPECNOTES_QUICK=1`).")
+
+
+def footer(paths: list[Path], i: int) -> str:
+    if i + 1 == len(paths):
+        return (f"---\n**The end of the collection.** Back to the [contents]({paths[0].name}); "
+                f"previous: [{_label(paths[i - 1])}]({paths[i - 1].name}).")
+    nxt = paths[i + 1]
+    back = f" · previous: [{_label(paths[i - 1])}]({paths[i - 1].name})" if i > 0 else ""
+    return f"---\n**Next:** [{_label(nxt)}]({nxt.name}) — {GUIDE[nxt.stem].blurb}.{back}"
+
+
+def _cell(cell_id: str, source: str):
+    cell = nbformat.v4.new_markdown_cell(source)
+    cell.id = cell_id
+    cell.metadata = {"tags": [cell_id]}
+    return cell
+
+
+def apply(nb, paths: list[Path], i: int) -> None:
+    """Replace (or insert) the generated first and last cells of one notebook, in place."""
+    cells = [c for c in nb.cells if c.get("id") not in (HEADER_ID, FOOTER_ID)]
+    nb.cells = [_cell(HEADER_ID, header(paths, i)), *cells, _cell(FOOTER_ID, footer(paths, i))]
+
+
+def stale(paths: list[Path] | None = None) -> list[str]:
+    """Names of notebooks whose generated cells differ from what this script would write."""
+    paths = paths or notebooks()
+    out = []
+    for i, path in enumerate(paths):
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        apply(nb, paths, i)
+        if nbformat.writes(nb) != before:
+            out.append(path.name)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    paths = notebooks()
+    missing = [p.stem for p in paths if p.stem not in GUIDE]
+    if missing:
+        print(f"no GUIDE entry for {missing}: add one to tools/notebook_nav.py", file=sys.stderr)
+        return 1
+    if "--check" in argv:
+        out = stale(paths)
+        if out:
+            print(f"out of date (run `python tools/notebook_nav.py`): {out}", file=sys.stderr)
+        return 1 if out else 0
+    for i, path in enumerate(paths):
+        nb = nbformat.read(path, as_version=4)
+        apply(nb, paths, i)
+        nbformat.write(nb, path)
+    print(f"wrote the header and footer of {len(paths)} notebooks")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
