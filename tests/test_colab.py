@@ -4,7 +4,8 @@ runs top to bottom, and every widget is built and redrawn under Colab's ipywidge
 
 The cell's `pip install "specnotes @ git+https://github.com/<repo>"` is sent to this repository's
 committed HEAD through git's `url.<base>.insteadOf` (CI runs a clean clone of main, so HEAD is what is
-tested). `google.colab` is a stub package, so the cell's guard takes the Colab branch.
+tested). `google.colab` is a stub package imported at start-up, as on Colab, so the guard takes
+the Colab branch.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def colab(tmp_path_factory):
     stub.mkdir(parents=True)
     (stub.parent / "__init__.py").write_text("")
     (stub / "__init__.py").write_text('"""A stand-in: its presence is what the guard tests."""\n')
+    # Colab's kernel has google.colab imported before the first cell runs
+    (stub.parent.parent / "sitecustomize.py").write_text("import google.colab  # noqa: F401\n")
     _, url = install_cell()
     gitconfig = home / "gitconfig"
     gitconfig.write_text(f'[url "{ROOT.as_uri()}"]\n\tinsteadOf = {url}\n[safe]\n\tdirectory = *\n')
@@ -103,7 +106,7 @@ def colab(tmp_path_factory):
                        resources={{"metadata": {{"path": {str(home)!r}}}}}).execute()
         nbformat.write(nb, {str(out)!r})
     """)
-    _run([str(py), "-c", runner], env=env, timeout=1200)
+    _run([str(py), "-c", runner], env=env, timeout=1200, cwd=home)  # not the repo: import what pip put
     return {"home": home, "python": py, "env": env, "before": before, "after": _versions(py),
             "notebook": json.loads(out.read_text())}
 
@@ -116,7 +119,7 @@ def test_notebook_00_runs_after_the_install_cell(colab):
     assert all(c["execution_count"] for c in code)
     # specnotes came from the install cell: it lives in the mimic's site-packages
     where = _run([str(colab["python"]), "-c", "import specnotes; print(specnotes.__file__)"],
-                 env=colab["env"])
+                 env=colab["env"], cwd=colab["home"])
     assert str(colab["home"]) in where, where
 
 
@@ -141,4 +144,4 @@ def test_widgets_draw_and_redraw_under_colabs_ipywidgets(colab):
         serving = widgets.serving_explorer()
         print("widgets ok under ipywidgets", ipywidgets.__version__)
     """)
-    assert "widgets ok" in _run([str(colab["python"]), "-c", code], env=colab["env"])
+    assert "widgets ok" in _run([str(colab["python"]), "-c", code], env=colab["env"], cwd=colab["home"])
