@@ -207,6 +207,24 @@ def test_eagle_lite_chain_keeps_greedy_identity():
         assert res.tokens == hf_greedy(TARGET, PROMPT, 30)
 
 
+def test_eagle_lite_confidence_gate_keeps_identity_and_drafts_only_when_sure():
+    from specnotes.drafters.eagle import EagleLite, new_model
+
+    model = _noisy(new_model(TARGET))
+    reference = hf_greedy(TARGET, PROMPT, 30)
+    counts = {}
+    for gate in (0.0, 0.2, 0.99):
+        for k in (1, 3):
+            res = tree.generate(TARGET, EagleLite(TARGET, model=model, k=k, min_confidence=gate), PROMPT, 30,
+                                eos_token_id=-1)
+            assert res.tokens == reference, (gate, k)
+            counts[gate, k] = int(res.drafted_counts.sum())
+    # gate 0 never stops a draft; a gate near 1 leaves a random draft nothing it is sure of
+    assert counts[0.0, 3] > counts[0.2, 3] >= counts[0.99, 3] == 0 and counts[0.99, 1] == 0
+    with pytest.raises(ValueError, match="min_confidence"):
+        EagleLite(TARGET, model=model, min_confidence=1.0)
+
+
 def test_medusa_and_eagle_training_lower_their_loss_and_leave_the_target_alone(tmp_path, monkeypatch):
     from specnotes.drafters import eagle, medusa
 

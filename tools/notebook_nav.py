@@ -82,23 +82,25 @@ GUIDE = {
         ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
          "train small drafters on a CPU, and verify a candidate tree in one pass (Medusa, EagleLite)",
          "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task"),
-        "notebooks 02–05.",
-        22, 60, "where the guesses come from: every drafter family on one target"),
+        "notebooks 02 (the engine and its trace), 03 (the rejection rule) and 05 (α, k, c and the "
+        "speedup formula).",
+        22, 40, "where the guesses come from: every drafter family on one target"),
     "07_live_timings": Guide(
         "Live timings: transformers and our engine side by side, predicted against measured",
         "Live timings",
         ("time transformers' assisted generation and this package's engine fairly (warm-up, round-robin)",
          "predict each speedup from measured α, draft cost and the verify cost curve, then measure it",
          "explain the runs where speculation was slower"),
-        "notebooks 05 and 06.",
-        20, 45, "transformers and the engine side by side, predicted against measured"),
+        "notebooks 01 (the cost of a pass over w positions), 05 (the speedup formula) and 06 (the "
+        "drafters).",
+        20, 30, "transformers and the engine side by side, predicted against measured"),
     "08_production": Guide(
         "Production reality: batch size eats the free compute", "Production",
         ("explain why batching eats speculation's gain, and find the crossover batch",
          "measure how α moves with content and temperature, and where fp32 and bf16 diverge",
          "choose k adaptively, and measure time to first token and bursty inter-token latency"),
-        "notebooks 05–07.",
-        13, 45, "batch size, content, temperature, numerics and adaptive k"),
+        "notebooks 01 (the roofline), 05 (the speedup formula), 06 (drafters) and 07 (timing honestly).",
+        13, 40, "batch size, content, temperature, numerics and adaptive k"),
 }
 
 

@@ -130,13 +130,18 @@ class EagleLite:
 
     tree = True
 
-    def __init__(self, target, model="trained", k: int = 3, vocab=None):
+    def __init__(self, target, model="trained", k: int = 3, vocab=None, min_confidence: float | None = None):
         """vocab: None scores every token; an int n scores only the n tokens the target writes most
-        often (distill.frequent_tokens), cutting the LM-head read of each draft step by V / n."""
+        often (distill.frequent_tokens), cutting the LM-head read of each draft step by V / n.
+        min_confidence: draft a token only while its probability under the draft (over the scored
+        tokens) is at least this; a round can then draft nothing and costs one plain target step."""
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an int >= 1, got {k!r}")
+        if min_confidence is not None and not 0 <= min_confidence < 1:
+            raise ValueError(f"min_confidence is a probability in [0, 1), got {min_confidence!r}")
         self.model = load_eagle(target) if model == "trained" else model
         self.k = k
+        self.min_confidence = min_confidence
         self.cache = None
         self.fed = 0
         self.subset = None
@@ -146,11 +151,15 @@ class EagleLite:
             ids = torch.as_tensor(distill.frequent_tokens(int(vocab)))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
 
-    def _pick(self, h, logits) -> int:
-        if self.subset is None:
-            return int(logits[0, -1].argmax())
-        ids, weight = self.subset
-        return int(ids[int((h[0, -1] @ weight.T).argmax())])
+    def _pick(self, h, logits) -> tuple[int, bool]:
+        """The draft's top token, and whether it clears min_confidence."""
+        import torch
+
+        scores = logits[0, -1] if self.subset is None else h[0, -1] @ self.subset[1].T
+        best = int(scores.argmax())
+        sure = (self.min_confidence is None
+                or float(torch.softmax(scores.float(), -1)[best]) >= self.min_confidence)
+        return (best if self.subset is None else int(self.subset[0][best])), sure
 
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed = None, 0
@@ -169,16 +178,20 @@ class EagleLite:
             h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True,
                                                with_logits=self.subset is None)
             self.fed += m
-            drafted = [self._pick(h, logits)]
+            token, sure = self._pick(h, logits)
+            drafted = [token] if sure else []
             feat = h[:, -1:]
-            for i in range(1, self.k):
-                pos = torch.tensor([[self.fed + i - 1]], device=device)
+            while sure and len(drafted) < self.k:
+                pos = torch.tensor([[self.fed + len(drafted) - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
                                                       self.cache, pos, use_cache=True,
                                                       with_logits=self.subset is None)
-                drafted.append(self._pick(feat, logits))
-            if self.k > 1:
-                self.cache.crop(-(self.k - 1))  # the drafted positions are guesses, not committed text
+                token, sure = self._pick(feat, logits)
+                if sure:
+                    drafted.append(token)
+            extra = self.cache.get_seq_length() - self.fed
+            if extra:
+                self.cache.crop(-extra)  # the drafted positions are guesses, not committed text
         return tree.chain(drafted)
 
     def update(self, tokens: list[int], n_accepted: int) -> None:

@@ -36,8 +36,9 @@ def _best_k_cases(fn):
 register(Exercise(
     id="05.1",
     title="expected tokens per target pass",
-    hint="Round i's draft token i survives with probability alpha^i, so the expected count is "
-         "1 + alpha + ... + alpha^k. The closed form divides by 1 - alpha: handle alpha == 1 separately.",
+    hint="Draft token i (counting from 1) is kept only if tokens 1..i all are: probability alpha^i. "
+         "Add the one token every pass yields: 1 + alpha + ... + alpha^k. The closed form divides by "
+         "1 - alpha: handle alpha == 1 separately.",
     cases=_tokens_cases,
 ))
 

@@ -83,8 +83,8 @@ register(Exercise(
 register(Exercise(
     id="06.2",
     title="acceptance rate by draft position",
-    hint="A round that drafted d tokens and kept a judged positions 1..min(a+1, d): the scan stops at "
-         "the first rejection. Count judged and kept per position across rounds, divide, and give NaN "
-         "where a position was never judged.",
+    hint="A round that drafted d tokens and accepted a of them judged positions 1..min(a+1, d) (the "
+         "scan stops at the first rejection) and kept positions 1..a. Count judged and kept per position "
+         "across rounds, divide, and give NaN where a position was never judged.",
     cases=_position_cases,
 ))
