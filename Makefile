@@ -22,7 +22,7 @@ CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBAC
           PIP_DISABLE_PIP_VERSION_CHECK=1
 NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install model lab test test-browser browser lint notebooks bench clean help
+.PHONY: install model lab test test-browser chromium lint notebooks bench clean help
 help:
 	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
 	@echo "make test       set up, then ruff + pytest (the JupyterLab browser test and the Colab mimic"
@@ -50,13 +50,13 @@ lab: model
 lint: install
 	$(PY) -m ruff check specnotes tests solutions tools conftest.py
 
-browser:
+chromium:
 	@bash .ci/install-chromium
 
-test: model lint browser
+test: model lint chromium
 	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL)
 
-test-browser: model browser
+test-browser: model chromium
 	$(CI_ENV) $(PY) -m pytest tests/test_browser.py -v
 
 notebooks: model

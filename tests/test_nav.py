@@ -5,18 +5,18 @@ resolve, the header gives objectives, prerequisites and time, and each notebook 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import notebook_nav  # noqa: E402
+_spec = importlib.util.spec_from_file_location("notebook_nav", ROOT / "tools" / "notebook_nav.py")
+notebook_nav = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(notebook_nav)
 
 NOTEBOOKS = notebook_nav.notebooks()
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -120,9 +120,7 @@ def header(paths: list[Path], i: int) -> str:
     path, g = paths[i], GUIDE[paths[i].stem]
     links = [f"[![Open In Colab]({BADGE})]({colab_url(path.name)})"]
     if i > 0:
-        links.append(f"[← {_label(paths[i - 1])}]({paths[i - 1].name})")
-    if i > 0:
-        links.append(f"[contents]({paths[0].name})")
+        links += [f"[← {_label(paths[i - 1])}]({paths[i - 1].name})", f"[contents]({paths[0].name})"]
     if i + 1 < len(paths):
         links.append(f"[{_label(paths[i + 1])} →]({paths[i + 1].name})")
     objectives = "\n".join(f"- {o}" for o in g.objectives)
