@@ -68,7 +68,8 @@ def _versions(python: Path) -> dict[str, str]:
     """Every installed distribution and its version."""
     code = ("import importlib.metadata as m, json; "
             "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))")
-    return json.loads(_run([str(python), "-c", code]).strip().splitlines()[-1])
+    # from a neutral folder: run from the repo, the repo's own specnotes.egg-info would be listed
+    return json.loads(_run([str(python), "-c", code], cwd=python.parent).strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +82,12 @@ def colab(tmp_path_factory):
     _run([sys.executable, "-m", "venv", str(venv)])  # this Python: see .ci/colab-stack.txt
     py, bindir = venv / "bin" / "python", venv / "bin"
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    # the preinstalled stack, as Colab has it before the notebook runs; on Linux the constraints pick
-    # the CPU build of torch (PyPI's default there is a CUDA build of several GB)
-    _run([*pip, "-r", str(STACK), "-c", str(ROOT / ".ci" / "constraints.txt"),
-          "--extra-index-url", TORCH_INDEX], timeout=1200)
+    # the preinstalled stack, as Colab has it before the notebook runs. torch first, as the Makefile
+    # does: on Linux the constraints pick the CPU build (PyPI's default there is a CUDA build of
+    # several GB), from a local wheel folder or PyTorch's CPU index
+    constraints = ["-c", str(ROOT / ".ci" / "constraints.txt")]
+    _run([*pip, "--retries", "1", *constraints, "--extra-index-url", TORCH_INDEX, "torch"], timeout=1200)
+    _run([*pip, *constraints, "-r", str(STACK)], timeout=1200)
     stub = home / "stub" / "google" / "colab"  # `google` stays a namespace package, as on Colab
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text('"""A stand-in: its presence is what the guard tests."""\n')
@@ -99,7 +102,9 @@ def colab(tmp_path_factory):
                MPLBACKEND="module://matplotlib_inline.backend_inline", PIP_DISABLE_PIP_VERSION_CHECK="1")
     before = _versions(py)
     version = _run([str(py), "-c", "import sys; print(sys.version.split()[0])"]).strip()
-    print(f"Colab mimic: Python {version}, stack {before}, built in {time.monotonic() - started:.0f} s")
+    shown = {n: before.get(n) for n in ("torch", "transformers", "ipywidgets", "ipython", "ipykernel")}
+    print(f"Colab mimic: Python {version}, {len(before)} packages, {shown}, built in "
+          f"{time.monotonic() - started:.0f} s")
     # notebook 00 as it stands: its first cell installs specnotes, the rest must then just work
     out = home / "00_start_here.ipynb"
     runner = textwrap.dedent(f"""
