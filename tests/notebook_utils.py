@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -16,6 +17,14 @@ def cells(path: Path) -> list[dict]:
 def source(cell: dict) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
+
+
+def notebook_nav():
+    """tools/notebook_nav.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("notebook_nav", ROOT / "tools" / "notebook_nav.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tagged(path: Path, tag: str) -> list[dict]:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.notebook_utils import ROOT, cells
+
 ARTIFACTS = Path(os.environ.get("SPECNOTES_BROWSER_ARTIFACTS", ROOT / "build" / "browser"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
@@ -184,8 +185,7 @@ def _run_all(page, lab, name: str) -> None:
         except Exception:
             if attempt == 2:
                 raise
-    cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
-    n_code = sum(c["cell_type"] == "code" for c in cells)
+    n_code = sum(c["cell_type"] == "code" for c in cells(ROOT / "notebooks" / name))
     # a fresh kernel numbers the cells 1..n; all n numbered means none is queued or running
     try:
         page.wait_for_function(

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import notebook_utils
+from tests.notebook_utils import ROOT, cells, source
+
 STACK = ROOT / ".ci" / "colab-stack.txt"
 NB00 = ROOT / "notebooks" / "00_start_here.ipynb"
 INSTALL = re.compile(r'^\s*!pip install (?P<args>.*"specnotes @ git\+(?P<url>https://github\.com/[\w.-]+/[\w.-]+)".*)$',
@@ -32,23 +34,17 @@ TORCH_INDEX = os.environ.get("TORCH_INDEX", "https://download.pytorch.org/whl/cp
 
 def install_cell() -> tuple[str, str]:
     """(the install cell's source, the git URL it installs from)."""
-    cells = json.loads(NB00.read_text())["cells"]
-    for cell in cells:
-        m = INSTALL.search("".join(cell["source"]))
+    for cell in cells(NB00):
+        m = INSTALL.search(source(cell))
         if cell["cell_type"] == "code" and m:
-            return "".join(cell["source"]), m["url"]
+            return source(cell), m["url"]
     raise AssertionError("notebook 00 has no guarded `!pip install \"specnotes @ git+...\"` cell")
 
 
 def test_install_cell_is_guarded_and_points_at_this_repo():
-    import importlib.util
-
-    source, url = install_cell()
-    assert 'if "google.colab" in sys.modules:' in source  # never reinstall anything off Colab
-    spec = importlib.util.spec_from_file_location("notebook_nav", ROOT / "tools" / "notebook_nav.py")
-    nav = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(nav)
-    assert url == f"https://github.com/{nav.REPO}"  # the badges and the install agree
+    cell, url = install_cell()
+    assert 'if "google.colab" in sys.modules:' in cell  # never reinstall anything off Colab
+    assert url == f"https://github.com/{notebook_utils.notebook_nav().REPO}"  # badges and install agree
 
 
 def venv_site(python: Path) -> Path:
@@ -121,10 +117,10 @@ def colab(tmp_path_factory):
 
 
 def test_notebook_00_runs_after_the_install_cell(colab):
-    cells = colab["notebook"]["cells"]
-    errors = [o for c in cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    nb_cells = colab["notebook"]["cells"]
+    errors = [o for c in nb_cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
-    code = [c for c in cells if c["cell_type"] == "code"]
+    code = [c for c in nb_cells if c["cell_type"] == "code"]
     assert all(c["execution_count"] for c in code)
     # specnotes came from the install cell: it lives in the mimic's site-packages
     where = _run([str(colab["python"]), "-c", "import specnotes; print(specnotes.__file__)"],

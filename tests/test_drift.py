@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from tests.notebook_utils import NOTEBOOKS, cells, source
+
 DOTTED = re.compile(r"\bspecnotes(?:\.[A-Za-z_]\w*)+")
 
 
@@ -43,9 +43,9 @@ def resolve(dotted: str) -> str | None:
     return None
 
 
-def _code(source: str) -> str:
+def _code(text: str) -> str:
     """The cell as Python: an IPython `!` or `%` line becomes `pass` at the same indent."""
-    lines = source.splitlines()
+    lines = text.splitlines()
     return "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("!", "%"))
                      else line for line in lines)
 
@@ -55,13 +55,13 @@ def names_used(cells: list[dict]) -> set[str]:
     used: set[str] = set()
     bound: dict[str, str] = {}  # local name -> the specnotes path it is bound to
     for cell in cells:
-        source = "".join(cell["source"])
+        text = source(cell)
         if cell["cell_type"] == "markdown":
-            used.update(DOTTED.findall(source))
+            used.update(DOTTED.findall(text))
             continue
         if cell["cell_type"] != "code":
             continue
-        tree = ast.parse(_code(source))
+        tree = ast.parse(_code(text))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -85,8 +85,7 @@ def names_used(cells: list[dict]) -> set[str]:
 
 
 def missing_in(path: Path) -> list[str]:
-    cells = json.loads(path.read_text())["cells"]
-    return sorted({m for name in names_used(cells) if (m := resolve(name))})
+    return sorted({m for name in names_used(cells(path)) if (m := resolve(name))})
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -96,7 +95,7 @@ def test_every_specnotes_name_in_the_notebook_exists(path):
 
 
 def test_notebooks_do_use_the_package():
-    used = set().union(*(names_used(json.loads(p.read_text())["cells"]) for p in NOTEBOOKS))
+    used = set().union(*(names_used(cells(p)) for p in NOTEBOOKS))
     assert len(used) > 100, sorted(used)  # the check has something to bite on
 
 

@@ -5,29 +5,18 @@ resolve, the header gives objectives, prerequisites and time, and each notebook 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("notebook_nav", ROOT / "tools" / "notebook_nav.py")
-notebook_nav = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(notebook_nav)
+from tests import notebook_utils
+from tests.notebook_utils import NOTEBOOKS, ROOT, cells, source
 
-NOTEBOOKS = notebook_nav.notebooks()
+notebook_nav = notebook_utils.notebook_nav()
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
-
-
-def _text(cell: dict) -> str:
-    return "".join(cell["source"])
 
 
 def test_generated_cells_are_up_to_date():
@@ -41,17 +30,17 @@ def test_every_notebook_has_a_guide_entry():
 @pytest.mark.parametrize("i", range(len(NOTEBOOKS)), ids=[p.stem for p in NOTEBOOKS])
 def test_badge_and_links_resolve(i):
     path = NOTEBOOKS[i]
-    cells = _cells(path)
-    head, foot = cells[0], cells[-1]
+    nb_cells = cells(path)
+    head, foot = nb_cells[0], nb_cells[-1]
     assert head["id"] == notebook_nav.HEADER_ID and foot["id"] == notebook_nav.FOOTER_ID
-    header = _text(head)
+    header = source(head)
     badge = re.search(r"\(https://colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/([^/]+)/(\S+?)\)",
                       header)
     assert badge, "no Colab badge link in the header"
     repo, branch, repo_path = badge.groups()
     assert (repo, branch) == (notebook_nav.REPO, notebook_nav.BRANCH)
     assert (ROOT / repo_path).resolve() == path.resolve(), f"the badge opens {repo_path}, not {path.name}"
-    for text in (header, _text(foot)):
+    for text in (header, source(foot)):
         for target in LINK.findall(text):
             if target.startswith("http"):
                 continue
@@ -61,21 +50,21 @@ def test_badge_and_links_resolve(i):
         assert f"[← {NOTEBOOKS[i - 1].stem[:2]} · " in header and f"({NOTEBOOKS[i - 1].name})" in header
     if i + 1 < len(NOTEBOOKS):
         nxt = NOTEBOOKS[i + 1].name
-        footer = _text(foot)
+        footer = source(foot)
         assert f"({nxt})" in header and f"**Next:** [{nxt[:2]} · " in footer and f"({nxt})" in footer
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_opens_with_objectives_prerequisites_time_and_ends_with_a_summary(path):
-    cells = _cells(path)
-    header = _text(cells[0])
+    nb_cells = cells(path)
+    header = source(nb_cells[0])
     assert "**You will**\n- " in header and "**You need:**" in header and "**Time:**" in header
     assert header.count(f"\n# {path.stem[:2]} · ") == 1  # the title, once
-    body = [c for c in cells[1:-1] if c["cell_type"] == "markdown"]
-    assert any("\n## Summary\n" in "\n" + _text(c) for c in body[-2:]), "no '## Summary' at the end"
+    body = [c for c in nb_cells[1:-1] if c["cell_type"] == "markdown"]
+    assert any("\n## Summary\n" in "\n" + source(c) for c in body[-2:]), "no '## Summary' at the end"
     # the intro no longer repeats what the header says
     repeats = ("**You will:**", "**Prerequisites:**", "In this notebook you will")
-    assert not any(s in _text(cells[1]) for s in repeats)
+    assert not any(s in source(nb_cells[1]) for s in repeats)
 
 
 def test_stale_check_notices_an_edited_link(tmp_path):
