@@ -14,8 +14,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 KINDS = ("copy", "code", "story", "qa")
+FREE_FORM = ("story", "qa")
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
 EAGLE_K, EAGLE_VOCAB = 1, 8192  # one guess per round, scored over the 8192 most frequent tokens only
+EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >= 0.3 (chosen on prompts
+# outside both the training and the held-out sets; near the break-even of notebook 05's cost model)
 
 
 class TimedDrafter:
@@ -105,6 +108,8 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
         "distilled-draft": lambda: DraftModel(distilled),
         "medusa": lambda: Medusa(target, heads=heads, widths=MEDUSA_WIDTHS),
         "eagle-lite": lambda: EagleLite(target, model=eagle, k=EAGLE_K, vocab=EAGLE_VOCAB),
+        "eagle-lite+gate": lambda: EagleLite(target, model=eagle, k=EAGLE_K, vocab=EAGLE_VOCAB,
+                                             min_confidence=EAGLE_GATE),
     }
 
 
@@ -180,6 +185,15 @@ def table(runs: list[Run]) -> list[Row]:
                 speedup=plain_s / sum(r.seconds for r in sel),
                 identical=all(same) if same else None))
     return rows
+
+
+def free_form(runs: list[Run]) -> list[Row]:
+    """One row per drafter over the free-form prompts only (story and qa), kind "free-form": the text a
+    model drafter has to guess, with no earlier copy of it in the prompt."""
+    from dataclasses import replace
+
+    rows = table([r for r in runs if r.kind in FREE_FORM])
+    return [replace(r, kind="free-form") for r in rows if r.kind == "all"]
 
 
 def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],

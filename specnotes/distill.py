@@ -26,17 +26,24 @@ class Windows(NamedTuple):
 
 
 def prompts(split: str = "heldout") -> list[dict]:
-    """The committed prompt set: [{"kind": "copy"|"code"|"story"|"qa", "text": ...}, ...]."""
+    """A committed prompt set: [{"kind": "copy"|"code"|"story"|"qa"|"other", "text": ...}, ...]. Splits:
+    "train", "heldout" (subjects no training set uses) and "more" (the larger free-form training set)."""
     data = json.loads((DATA / "prompts.json").read_text())
-    if split not in ("train", "heldout"):
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    if split not in ("train", "heldout", "more"):
+        raise ValueError(f"split must be 'train', 'heldout' or 'more', got {split!r}")
     return data[split]
 
 
-def sequences() -> tuple[list[np.ndarray], np.ndarray]:
-    """The self-distillation set: one token-id array per training prompt (chat-formatted prompt, then the
-    target's greedy answer), and each prompt's length."""
-    with np.load(DATA / "selfdistill.npz") as z:
+SETS = {"train": "selfdistill.npz", "more": "selfdistill-more.npz"}
+
+
+def sequences(name: str = "train") -> tuple[list[np.ndarray], np.ndarray]:
+    """A self-distillation set: one token-id array per prompt (chat-formatted prompt, then the target's
+    greedy answer), and each prompt's length. "train": the training prompts of all four kinds; "more":
+    the larger free-form set (prompts.json's "more", ~870 stories, questions and requests)."""
+    if name not in SETS:
+        raise ValueError(f"name must be one of {sorted(SETS)}, got {name!r}")
+    with np.load(DATA / SETS[name]) as z:
         tokens, lengths, prompt_lengths = z["tokens"], z["lengths"], z["prompt_lengths"]
     return np.split(tokens.astype(np.int64), np.cumsum(lengths)[:-1]), prompt_lengths
 
@@ -165,9 +172,9 @@ def concat(*parts: Windows) -> Windows:
     return Windows(*(np.concatenate(arrays) for arrays in zip(*parts, strict=True)))
 
 
-def self_windows(length: int = 128, limit: int | None = None) -> Windows:
-    """The self-distillation set as windows (the first `limit` of them for a quick run)."""
-    win = windows(*sequences(), length)
+def self_windows(length: int = 128, limit: int | None = None, name: str = "train") -> Windows:
+    """A self-distillation set as windows (the first `limit` of them for a quick run)."""
+    win = windows(*sequences(name), length)
     return win if limit is None else Windows(*(a[:limit] for a in win))
 
 

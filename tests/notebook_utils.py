@@ -19,12 +19,16 @@ def source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def notebook_nav():
-    """tools/notebook_nav.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("notebook_nav", ROOT / "tools" / "notebook_nav.py")
+def tool(name: str):
+    """tools/<name>.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def notebook_nav():
+    return tool("notebook_nav")
 
 
 def tagged(path: Path, tag: str) -> list[dict]:

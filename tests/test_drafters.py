@@ -238,6 +238,60 @@ def test_a_few_training_steps_lower_the_loss_on_a_tiny_target():
     assert all(torch.equal(p, before[n]) for n, p in TARGET.state_dict().items())  # the target is untouched
 
 
+def test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text(real):
+    """The committed EagleLite is a trained one: on held-out story and qa prompts its one guess per round
+    is accepted far more often than an untrained EagleLite's, and the confidence gate raises α further."""
+    from specnotes import tree
+    from specnotes.drafters import EagleLite
+    from specnotes.drafters.eagle import new_model
+
+    model, tokenizer = real
+    heldout = distill.prompts("heldout")
+    prompts = [next(p for p in heldout if p["kind"] == kind) for kind in ("story", "qa")]
+
+    def alpha(make):
+        accepted = judged = 0
+        for p in prompts:
+            r = tree.generate(model, make(), prompt_ids(tokenizer, p["text"]), 48)
+            accepted += int(r.accepted_counts.sum())
+            judged += int(r.position_counts[0].sum())
+        return accepted / judged
+
+    untrained = new_model(model).eval()
+    alphas = {"untrained": alpha(lambda: EagleLite(model, model=untrained, k=1, vocab=8192)),
+              "trained": alpha(lambda: EagleLite(model, k=1, vocab=8192)),
+              "gated": alpha(lambda: EagleLite(model, k=1, vocab=8192, min_confidence=0.3))}
+    assert alphas["trained"] > max(0.3, alphas["untrained"] + 0.2), alphas  # 0.39 here; 0.2 before
+    assert alphas["gated"] > alphas["trained"] + 0.05, alphas  # 0.53 here
+
+
+def test_the_larger_free_form_set_is_committed_and_never_touches_a_held_out_subject():
+    from tests.notebook_utils import tool
+
+    make_prompts = tool("make_prompts")
+    more = distill.prompts("more")
+    assert json_equal(make_prompts.build()["more"], more)  # the file is what the tool writes
+    seqs, prompt_lengths = distill.sequences("more")
+    assert len(seqs) == len(prompt_lengths) == len(more) > 500
+    assert sum(len(s) - p for s, p in zip(seqs, prompt_lengths, strict=True)) > 100_000  # generated tokens
+    forms = make_prompts.STORY_FORMS + make_prompts.QA_FORMS
+    subjects = {text[len(head):len(text) - len(tail)]
+                for p in distill.prompts("heldout") if p["kind"] in ("story", "qa")
+                for form in forms for head, tail in [form.split("{}")]
+                for text in [p["text"]] if text.startswith(head) and text.endswith(tail)}
+    assert len(subjects) == 16
+    clashes = [(s, p["text"]) for s in subjects for p in more if s in p["text"]]
+    assert not clashes, clashes[:3]
+    with pytest.raises(ValueError, match="name"):
+        distill.sequences("heldout")
+
+
+def json_equal(a, b) -> bool:
+    import json
+
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def test_bad_arguments_are_refused_clearly():
     with pytest.raises(ValueError, match="layers"):
         student(TARGET, (0, 9))

@@ -7,6 +7,7 @@ subjects and passages that the training set never sees. Deterministic: rerunning
 
 from __future__ import annotations
 
+import itertools
 import json
 import pydoc_data.topics
 import random
@@ -72,6 +73,88 @@ COPY_FORMS = [
 ]
 
 
+MORE_CHARACTERS = [
+    "a shy giraffe", "a retired pirate", "a lonely lighthouse cat", "a young inventor", "a grumpy troll",
+    "a curious penguin", "an old fisherman", "a brave mouse", "a forgetful wizard", "a tiny elephant",
+    "a kind witch", "a clumsy robot vacuum", "a talking teapot", "a homesick astronaut", "a wise old bear",
+    "a nervous firefighter", "a lost puppy", "a village doctor", "a singing frog", "a proud peacock",
+    "a sleepy lion", "a young librarian", "a stubborn goat", "a traveling circus clown", "a quiet monk",
+    "a playful dolphin", "a hungry caterpillar", "a mapmaker's daughter", "a bored prince", "a clever crow",
+]
+MORE_SITUATIONS = [
+    "who finds a secret door", "who loses the way home", "who wins a baking contest by accident",
+    "who learns to swim", "who makes an unlikely friend", "who has to fix a broken bridge",
+    "who discovers a hidden garden", "who is afraid of the rain", "who goes on a long journey",
+    "who wakes up in a different century", "who must keep a big secret", "who plants a magic seed",
+    "who tries to catch the wind", "who starts a small school", "who finds a treasure map",
+    "who cannot stop laughing", "who builds a boat from scraps", "who visits a city under the sea",
+    "who wants to touch the stars", "who gives away everything",
+]
+MORE_STORY_FORMS = ["Write a short story about {}.", "Tell me a bedtime story about {}.",
+               "Write a short fable about {} and end with its moral.", "Write a funny story about {}.",
+               "Write a story for children about {}.", "Write a short adventure story about {}."]
+
+MORE_QA_TOPICS = [
+    "how rain forms", "why the ocean is salty", "how a compass works", "what a volcano is",
+    "how fish breathe", "why we sleep", "how the eye sees colour", "what a cell is", "how bridges stay up",
+    "what climate change is", "how glaciers move", "why the moon has phases", "how magnets work",
+    "what a gene is", "how clouds form", "what bacteria are", "how a refrigerator works", "why bread rises",
+    "how muscles grow", "what lightning is", "how the stomach digests food", "what an ecosystem is",
+    "how solar panels work", "why birds migrate", "how a telescope works", "what friction is",
+    "how the lungs work", "what a planet is", "how coral reefs form", "what erosion is",
+    "how a car engine works", "why metal rusts", "how wind turbines make power", "what a fossil is",
+    "how the brain stores memories", "what the ozone layer is", "how a microwave oven works",
+    "why we need vitamins", "how rivers shape valleys", "what a comet is", "how the immune system works",
+    "what evaporation is", "how a thermometer works", "why some animals hibernate", "how paper is made",
+    "what a democracy is", "how money works", "what supply and demand means", "how a bank works",
+    "what the Roman Empire was", "why the pyramids were built", "what the Industrial Revolution was",
+    "how printing changed the world", "what a map projection is", "how languages change over time",
+    "what a healthy diet is", "why exercise is good for you", "how to study well", "what a budget is",
+    "how recycling works", "what an algorithm is", "how a search engine works", "what a password manager is",
+    "how email works", "what a spreadsheet is", "how GPS works", "what encryption is", "how a website loads",
+    "what renewable energy is", "why the desert is cold at night", "how ants find food", "what pollen is",
+    "how sharks hunt", "why cats purr", "how a seed grows", "what a hurricane is", "how snowflakes form",
+    "what the speed of light is", "how sound is recorded", "what a calorie is", "how vaccines are tested",
+    "what an election is", "how a law is made", "what a museum does", "how the Olympic games began",
+    "why we have time zones", "how a clock keeps time", "what a language model is", "how trains run on rails",
+]
+MORE_QA_FORMS = ["Explain {} in simple terms.", "What should a student know about {}?",
+            "Answer briefly: can you describe {}?", "Give three facts about {}.",
+            "Explain {} to a ten-year-old.", "Write a short paragraph about {}."]
+
+MORE_OTHER = [
+    "Write a polite email asking a neighbour to turn down their music.",
+    "Write a thank-you note to a teacher.", "Give me five tips for staying focused while studying.",
+    "Describe a busy market in the morning.", "Describe a quiet beach at sunset.",
+    "Write a short poem about autumn leaves.", "Write a short poem about the sea.",
+    "Give advice to someone starting their first job.", "List some healthy breakfast ideas.",
+    "Write a short speech for a friend's birthday.", "Describe your perfect weekend.",
+    "Give three reasons to learn a second language.", "Write a short review of an imaginary restaurant.",
+    "Plan a one-day trip to the mountains.", "Write a diary entry about a rainy day.",
+    "Give tips for keeping a plant alive indoors.", "Describe how to make a cup of tea.",
+    "Write a letter to your future self.", "Compare cats and dogs as pets.",
+    "Give advice on how to save money.", "Describe a forest in winter.",
+    "Write a short poem about the city at night.", "Explain how to ride a bicycle.",
+    "Give tips for a good night's sleep.", "Describe a thunderstorm.",
+    "Write a motivational message for a student before exams.", "Suggest names for a new bakery.",
+    "Write an invitation to a garden party.", "Describe the job of a firefighter.",
+    "Give five ideas for a rainy afternoon.",
+]
+
+
+def build_more(seed: int = 7) -> list[dict]:
+    """The larger free-form set EagleLite trains on: stories from character x situation pairs, questions
+    on topics of their own, and a few other everyday requests. None of its subjects is a held-out one."""
+    rng = random.Random(seed)
+    pairs = list(itertools.product(MORE_CHARACTERS, MORE_SITUATIONS))
+    rng.shuffle(pairs)
+    stories = [{"kind": "story", "text": MORE_STORY_FORMS[i % len(MORE_STORY_FORMS)].format(f"{c} {s}")}
+               for i, (c, s) in enumerate(pairs[:480])]
+    qa = [{"kind": "qa", "text": form.format(topic)} for topic in MORE_QA_TOPICS
+          for form in rng.sample(MORE_QA_FORMS, 4)]
+    return stories + qa + [{"kind": "other", "text": text} for text in MORE_OTHER]
+
+
 def passages() -> list[str]:
     """Clean first paragraphs of the pydoc topics, 200-500 characters each, in a fixed order."""
     out = []
@@ -115,7 +198,7 @@ def build(n_heldout_per_kind: int = 8) -> dict:
         for rank, i in enumerate(order):
             (heldout if rank < n_heldout_per_kind else train).append({"kind": kind, "text": prompts[i]})
     return {"about": "Prompts for notebook 06's drafters; written by tools/make_prompts.py.",
-            "train": train, "heldout": heldout}
+            "train": train, "heldout": heldout, "more": build_more()}
 
 
 if __name__ == "__main__":

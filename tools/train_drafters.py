@@ -5,10 +5,13 @@
 
 Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
 Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
-cached). Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up
-to 10 for the Medusa heads (plus a 2-minute pass for the hidden states) and 8 for EagleLite, on 2 CPU
-cores. Without these files, load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and
-EagleLite(target) train quick ones.
+cached). EagleLite trains on the self-distillation set plus the larger free-form one
+(selfdistill-more.npz, ~150k tokens) and takes its targets from the cached hidden states instead.
+Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up to 10 for
+the Medusa heads (plus a 2-minute pass for the hidden states); EagleLite needs a 5-minute hidden-state
+pass, then 3000 steps in about 11 minutes, on 2 CPU cores. Without these files,
+load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and EagleLite(target) train quick
+ones.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-seconds", type=float, default=540)
     ap.add_argument("--exit-seconds", type=float, default=240)
     ap.add_argument("--medusa-seconds", type=float, default=600)
-    ap.add_argument("--eagle-seconds", type=float, default=480)
+    ap.add_argument("--eagle-steps", type=int, default=3000)
+    ap.add_argument("--eagle-seconds", type=float, default=900)
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -56,8 +60,8 @@ def main(argv=None) -> int:
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     if args.only in (None, "eagle"):
         path = eagle.committed_path()
-        _, log = eagle.train_eagle(target, steps=int(args.eagle_seconds / 1.1), seconds=args.eagle_seconds,
-                                   data=data, save_to=path)
+        _, log = eagle.train_eagle(target, steps=args.eagle_steps, seconds=args.eagle_seconds,
+                                   save_to=path)
         print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     return 0

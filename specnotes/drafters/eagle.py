@@ -5,8 +5,10 @@ part 2.
 
 Differences from EAGLE, for a CPU course: the features are the target's last hidden states after the
 final norm (EAGLE takes them before it), the layer starts as a copy of the target's last layer, and the
-draft is a chain (EAGLE-2 grows a dynamic tree). Trained like Medusa: frozen target, cached hidden states
-and top-k teacher distributions, a feature-regression loss plus the KD loss on the guessed token.
+draft is a chain (EAGLE-2 grows a dynamic tree), optionally cut short when the draft is unsure. Trained
+on the target's own greedy answers (both self-distillation sets) with the target frozen and its hidden
+states cached: a feature-regression loss plus a KD loss against the target's distribution, which the LM
+head gives from the cached next hidden state.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from specnotes import distill
 
 FILE = "eagle-lite.safetensors"
+VOCAB = 8192  # trained and drafted over the 8192 tokens the target writes most often
 
 
 def _model_class():
@@ -66,33 +69,55 @@ def cached_path() -> Path:
     return cache_dir() / "drafters" / FILE
 
 
-def train_eagle(target, steps: int = 600, seconds: float | None = None, data=None, teacher_k: int = 8,
+def scored_tokens(target, vocab: int | None):
+    """The token ids EagleLite scores: the `vocab` the target writes most often, or None for all of them
+    (also when the target's vocabulary is too small to hold those ids, as in the tests' tiny models)."""
+    if vocab is None:
+        return None
+    ids = distill.frequent_tokens(int(vocab))
+    return None if ids.max() >= target.config.vocab_size or len(ids) >= target.config.vocab_size else ids
+
+
+def train_windows() -> list:
+    """EagleLite's training text: the self-distillation set and the larger free-form one, both the
+    target's own greedy answers."""
+    return [distill.self_windows(), distill.self_windows(name="more")]
+
+
+def train_eagle(target, steps: int = 600, seconds: float | None = None, data=None, vocab: int | None = VOCAB,
                 batch: int = 8, lr: float = 2e-3, feature_weight: float = 0.1, save_to: Path | None = None,
                 progress: bool = True):
-    """Fit EagleLite on windows of `data`: from (h_t, token_{t+1}) predict h_{t+1} (smooth L1) and the
-    target's distribution of token t+2 (KD). Returns (model, TrainLog)."""
+    """Fit EagleLite on windows of `data` (a Windows or a list of them; default train_windows()): from
+    (h_t, token_{t+1}) predict h_{t+1} (smooth L1) and the target's distribution of token t+2 (KD).
+
+    The teacher distribution needs no extra pass: it is the target's LM head applied to the cached hidden
+    state h_{t+1}. Both sides score the `vocab` tokens the drafter will score (None: all of them), which
+    also makes a step several times cheaper than a full-vocabulary head. Returns (model, TrainLog)."""
     import torch
 
     from specnotes.drafters.medusa import hidden_states
 
-    win = distill.self_windows() if data is None else data
-    hidden = torch.as_tensor(hidden_states(target, win.inputs, progress=progress))
-    ids, probs = distill.teacher_targets(target, win.inputs, teacher_k, progress=progress)
-    tokens = torch.as_tensor(win.inputs)
-    ids, probs, mask = torch.as_tensor(ids), torch.as_tensor(probs), torch.as_tensor(win.mask)
+    parts = train_windows() if data is None else (data if isinstance(data, list) else [data])
+    hidden = torch.cat([torch.as_tensor(hidden_states(target, w.inputs, progress=progress)) for w in parts])
+    tokens = torch.as_tensor(np.concatenate([w.inputs for w in parts]))
+    mask = torch.as_tensor(np.concatenate([w.mask for w in parts]))
     model = new_model(target).float()
     trainable = [p for p in model.parameters() if p.requires_grad]
+    ids = scored_tokens(target, vocab)
+    head = model.body.lm_head.weight.detach().float()
+    head = head if ids is None else head[torch.as_tensor(ids)]
 
     def loss_fn(idx):
         idx = torch.as_tensor(idx)
-        feats = hidden[idx, :-1].float()
-        pred, logits, _ = model(feats, tokens[idx, 1:])
-        # position t predicts feature t+1 and token t+2 (the teacher's distribution at t+1)
-        valid = mask[idx, 1:]
-        kd = distill.kd_loss(logits, None, valid, ids[idx, 1:], probs[idx, 1:].float())
-        reg = torch.nn.functional.smooth_l1_loss(pred, hidden[idx, 1:].float(), reduction="none").mean(-1)
-        reg = (reg * valid).sum() / valid.sum().clamp_min(1)
-        return kd + feature_weight * reg
+        pred, _, _ = model(hidden[idx, :-1].float(), tokens[idx, 1:], with_logits=False)
+        truth = hidden[idx, 1:].float()
+        # position t predicts feature t+1 and, through the head, token t+2
+        with torch.no_grad():
+            teacher = torch.softmax(truth @ head.T, -1)
+        per_pos = -(teacher * torch.log_softmax(pred @ head.T, -1)).sum(-1)
+        reg = torch.nn.functional.smooth_l1_loss(pred, truth, reduction="none").mean(-1)
+        valid = mask[idx, 1:].float()
+        return ((per_pos + feature_weight * reg) * valid).sum() / valid.sum().clamp_min(1)
 
     model.train()
     log = distill.fit(trainable, loss_fn, len(tokens), steps, seconds, batch=batch, lr=lr,
@@ -100,6 +125,7 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
     model.eval()
     if save_to is not None:
         distill.save_trainable(model, save_to, {"steps": log.steps, "seconds": round(log.seconds, 1),
+                                                "vocab": vocab, "windows": len(tokens),
                                                 "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
     for p in model.parameters():
         p.requires_grad_(False)
