@@ -1,8 +1,11 @@
 """Write data/drafters/prompts.json: the training and held-out prompt sets for notebook 06's drafters.
 
-Four task kinds: copy (copy, extract or fix a given text), code, story and qa. Passages for the copy
-prompts come from Python's own pydoc topics, which every Python install carries. The held-out set uses
-subjects and passages that the training set never sees. Deterministic: rerunning gives the same file.
+Four task kinds: copy (copy, extract or fix a given text), code, story and qa. Two more sets: "more", a
+larger free-form training set (stories, questions and everyday requests) that EagleLite also trains on,
+and "validation", six free-form prompts for choosing settings, in no training set and not held out.
+Passages for the copy prompts come from Python's own pydoc topics, which every Python install carries.
+The held-out set uses subjects and passages that the training set never sees.
+Deterministic: rerunning gives the same file.
 """
 
 from __future__ import annotations
@@ -141,6 +144,16 @@ MORE_OTHER = [
     "Give five ideas for a rainy afternoon.",
 ]
 
+# For choosing settings (EagleLite's confidence gate): in no training set and not held out.
+VALIDATION = [
+    {"kind": "story", "text": "Write a short story about a shy giraffe who plants a magic seed."},
+    {"kind": "story", "text": "Tell me a bedtime story about a retired pirate who learns to swim."},
+    {"kind": "story", "text": "Write a funny story about a quiet monk who cannot stop laughing."},
+    {"kind": "qa", "text": "Explain how a kite flies in simple terms."},
+    {"kind": "qa", "text": "What should a student know about why onions make you cry?"},
+    {"kind": "qa", "text": "Give three facts about deserts."},
+]
+
 
 def build_more(seed: int = 7) -> list[dict]:
     """The larger free-form set EagleLite trains on: stories from character x situation pairs, questions
@@ -198,7 +211,8 @@ def build(n_heldout_per_kind: int = 8) -> dict:
         for rank, i in enumerate(order):
             (heldout if rank < n_heldout_per_kind else train).append({"kind": kind, "text": prompts[i]})
     return {"about": "Prompts for notebook 06's drafters; written by tools/make_prompts.py.",
-            "train": train, "heldout": heldout, "more": build_more()}
+            "train": train, "heldout": heldout, "more": build_more(),
+            "validation": VALIDATION}
 
 
 if __name__ == "__main__":
@@ -206,4 +220,5 @@ if __name__ == "__main__":
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=1) + "\n")
     counts = {k: sum(p["kind"] == k for p in data["train"]) for k in ("copy", "code", "story", "qa")}
-    print(f"wrote {OUT}: train {counts}, heldout {len(data['heldout'])}")
+    print(f"wrote {OUT}: train {counts}, heldout {len(data['heldout'])}, more {len(data['more'])}, "
+          f"validation {len(data['validation'])}")

@@ -84,7 +84,7 @@ GUIDE = {
          "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task"),
         "notebooks 02 (the engine and its trace), 03 (the rejection rule) and 05 (α, k, c and the "
         "speedup formula).",
-        22, 40, "where the guesses come from: every drafter family on one target"),
+        24, 40, "where the guesses come from: every drafter family on one target"),
     "07_live_timings": Guide(
         "Live timings: transformers and our engine side by side, predicted against measured",
         "Live timings",

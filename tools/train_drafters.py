@@ -6,10 +6,11 @@
 Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
 Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
 cached). EagleLite trains on the self-distillation set plus the larger free-form one
-(selfdistill-more.npz, ~150k tokens) and takes its targets from the cached hidden states instead.
+(selfdistill-more.npz, 120k tokens the target wrote) and takes its targets from the cached hidden
+states instead.
 Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up to 10 for
 the Medusa heads (plus a 2-minute pass for the hidden states); EagleLite needs a 5-minute hidden-state
-pass, then 3000 steps in about 11 minutes, on 2 CPU cores. Without these files,
+pass, then 3000 steps in about 13 minutes, on 2 CPU cores. Without these files,
 load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and EagleLite(target) train quick
 ones.
 """
@@ -37,9 +38,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, tokenizer = models.load(device="cpu", dtype=torch.float32)
-    data = distill.concat(distill.self_windows(), distill.pydoc_windows(tokenizer, args.pydoc_windows))
-    print(f"training windows: {len(data.inputs)} x {data.inputs.shape[1]} tokens")
-    distill.teacher_targets(target, data.inputs)
+    if args.only != "eagle":  # EagleLite reads its own data and needs no teacher pass
+        data = distill.concat(distill.self_windows(), distill.pydoc_windows(tokenizer, args.pydoc_windows))
+        print(f"training windows: {len(data.inputs)} x {data.inputs.shape[1]} tokens")
+        distill.teacher_targets(target, data.inputs)
     if args.only in (None, "draft"):
         path = distilled.committed_path()
         _, log = distilled.train_distilled_draft(target, steps=int(args.draft_seconds / 1.3),

@@ -53,7 +53,6 @@ class Lookahead:
             if len(draft) < self.window and self.prompt:
                 fill = self.rng.choice(self.prompt, self.window - len(draft))
                 draft = [*draft, *map(int, fill)]
-        self._sent = len(draft)
         return Draft(draft, None)
 
     def observe(self, tokens: list[int], inputs: list[int], predictions: list[int]) -> None:
