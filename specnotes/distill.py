@@ -8,6 +8,7 @@ position (sparse knowledge distillation), which carries more than the argmax alo
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ def sequences(name: str = "train") -> tuple[list[np.ndarray], np.ndarray]:
     return np.split(tokens.astype(np.int64), np.cumsum(lengths)[:-1]), prompt_lengths
 
 
+@functools.lru_cache(maxsize=8)  # every EagleLite built asks; the answer only changes with the files
 def frequent_tokens(n: int) -> np.ndarray:
     """The n token ids the target writes most often in its answers to both self-distillation sets
     (sorted by id; fewer when it wrote fewer distinct tokens: 6,426 of them in all). A drafter that
