@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -191,8 +191,6 @@ def table(runs: list[Run]) -> list[Row]:
 def free_form(runs: list[Run]) -> list[Row]:
     """One row per drafter over the free-form prompts only (story and qa), kind "free-form": the text a
     model drafter has to guess, with no earlier copy of it in the prompt."""
-    from dataclasses import replace
-
     rows = table([r for r in runs if r.kind in FREE_FORM])
     return [replace(r, kind="free-form") for r in rows if r.kind == "all"]
 
