@@ -1,6 +1,7 @@
-"""Where the code is running: quick mode, device and dtype, versions, the environment check.
+"""Where the code is running: quick mode, the device rule (device and dtype), versions, the environment check.
 
-Used by every notebook's first cells (00 prints it in full) and by the bench reports.
+Used by every notebook's first cells (00 prints it in full), by every module that makes a tensor for a
+model, and by the bench reports.
 """
 
 from __future__ import annotations
@@ -43,6 +44,57 @@ def default_dtype(device: str):
             native = torch.cuda.get_device_capability()[0] >= 8
         return torch.bfloat16 if native else torch.float16
     return torch.float32
+
+
+def half_dtype(device):
+    """The 16-bit dtype this device runs natively: fp16 on CUDA GPUs without native bf16 (a T4), bf16 on
+    Ampere and newer and on the CPU. Notebook 08 compares it against fp32."""
+    import torch
+
+    dtype = default_dtype(device)
+    return dtype if dtype != torch.float32 else torch.bfloat16
+
+
+def dtype_name(dtype) -> str:
+    """'float32', 'bfloat16', 'float16': the label every report and prediction prints."""
+    return str(dtype).removeprefix("torch.")
+
+
+# --------------------------------------------------------------------------- the device rule
+# Every tensor the package makes for a model goes to that model's device; every module built around a
+# target is created on the target's device and dtype; every device-to-host copy goes through host().
+
+
+def device_of(model):
+    """The torch.device that a model's (or module's) parameters live on."""
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        raise ValueError(f"{type(model).__name__} has no parameters, so it has no device") from None
+
+
+def dtype_of(model):
+    """The floating dtype of a model's parameters (the dtype its activations run in)."""
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    raise ValueError(f"{type(model).__name__} has no floating-point parameters")
+
+
+def to_model(model, tensor):
+    """`tensor` on the model's device (ids, masks, positions: whatever the model will read)."""
+    return tensor.to(device_of(model))
+
+
+def follow(target, module):
+    """`module` moved to the target's device and cast to its dtype: for heads, adapters and feature
+    drafters built around a target."""
+    return module.to(device=device_of(target), dtype=dtype_of(target))
+
+
+def host(tensor):
+    """The explicit device-to-host copy: a detached CPU tensor (call .numpy() on it)."""
+    return tensor.detach().cpu()
 
 
 def version_of(package: str) -> str | None:
@@ -90,7 +142,7 @@ def environment() -> Environment:
         numpy=version_of("numpy"),
         device=device,
         device_name=name,
-        dtype=str(default_dtype(device)).removeprefix("torch."),
+        dtype=dtype_name(default_dtype(device)),
         threads=torch.get_num_threads(),
         quick=quick_mode(),
         colab=in_colab(),
