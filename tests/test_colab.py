@@ -2,10 +2,11 @@
 only the guarded install cell of notebook 00, run as it stands, installs specnotes. Then notebook 00
 runs top to bottom, and every widget is built and redrawn under Colab's ipywidgets 7.
 
-The cell's `pip install "specnotes @ git+https://github.com/<repo>"` is sent to this repository's
+The cell's `%pip install "specnotes @ git+https://github.com/<repo>"` is sent to this repository's
 committed HEAD through git's `url.<base>.insteadOf` (CI runs a clean clone of main, so HEAD is what is
-tested). `google.colab` is a stub package imported at start-up, as on Colab, so the guard takes
-the Colab branch.
+tested). The guard installs wherever specnotes cannot be imported (Colab, Kaggle, Binder); a cheap
+test runs it with and without specnotes importable. `google.colab` is a stub package imported at
+start-up, as on Colab, so `specnotes.setup()` sees a Colab runtime.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from tests.notebook_utils import ROOT, cells, source
 
 STACK = ROOT / ".ci" / "colab-stack.txt"
 NB00 = ROOT / "notebooks" / "00_start_here.ipynb"
-INSTALL = re.compile(r'^\s*!pip install (?P<args>.*"specnotes @ git\+(?P<url>https://github\.com/[\w.-]+/[\w.-]+)".*)$',
+INSTALL = re.compile(r'^\s*%pip install (?P<args>.*"specnotes @ git\+(?P<url>https://github\.com/[\w.-]+/[\w.-]+)".*)$',
                      re.M)
+GUARD = 'if importlib.util.find_spec("specnotes") is None:'
+
 TORCH_INDEX = os.environ.get("TORCH_INDEX", "https://download.pytorch.org/whl/cpu")
 
 
@@ -38,13 +41,43 @@ def install_cell() -> tuple[str, str]:
         m = INSTALL.search(source(cell))
         if cell["cell_type"] == "code" and m:
             return source(cell), m["url"]
-    raise AssertionError("notebook 00 has no guarded `!pip install \"specnotes @ git+...\"` cell")
+    raise AssertionError("notebook 00 has no guarded `%pip install \"specnotes @ git+...\"` cell")
 
 
 def test_install_cell_is_guarded_and_points_at_this_repo():
     cell, url = install_cell()
-    assert 'if "google.colab" in sys.modules:' in cell  # never reinstall anything off Colab
+    assert GUARD in cell  # never reinstall anything where specnotes is already importable
+    assert "!pip" not in cell  # `!pip` may install into another Python than the kernel's
+    assert "--upgrade" not in cell and " -U" not in cell  # would replace the runtime's own packages
     assert url == f"https://github.com/{notebook_utils.notebook_nav().REPO}"  # badges and install agree
+
+
+def _run_guarded_cell(tmp_path, importable: bool) -> list:
+    """The install cell, as IPython turns it into Python, run in a bare Python (no site-packages) with a
+    stand-in shell that records the magics instead of running pip. Returns the recorded magics."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cell, _ = install_cell()
+    shell = textwrap.dedent("""
+        import json
+        calls = []
+        class Shell:
+            def run_line_magic(self, name, line):
+                calls.append([name, line])
+        def get_ipython():
+            return Shell()
+    """)
+    code = shell + TransformerManager().transform_cell(cell) + "\nprint(json.dumps(calls))\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if importable:
+        env["PYTHONPATH"] = str(ROOT)  # specnotes importable from the checkout, as after `make lab`
+    return json.loads(_run([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path).splitlines()[-1])
+
+
+def test_install_cell_installs_only_where_specnotes_is_missing(tmp_path):
+    assert _run_guarded_cell(tmp_path, importable=True) == []
+    (magic, line), = _run_guarded_cell(tmp_path, importable=False)
+    assert magic == "pip" and line.startswith("install ") and '"specnotes @ git+https://github.com/' in line
 
 
 def venv_site(python: Path) -> Path:

@@ -76,3 +76,27 @@ def test_stale_check_notices_an_edited_link(tmp_path):
     nb["cells"][-1]["source"] = ["---\n**Next:** [somewhere](nowhere.ipynb)"]
     copies[3].write_text(json.dumps(nb))
     assert notebook_nav.stale(copies) == [copies[3].name]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_first_code_cell_is_the_generated_install_cell(path):
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    assert source(code[0]) == notebook_nav.INSTALL
+    assert sum(notebook_nav.INSTALL_MARK in source(c) for c in code) == 1  # installed once, at the top
+
+
+def test_stale_check_notices_an_old_install_cell_and_lost_colab_metadata(tmp_path):
+    copies = []
+    for path in NOTEBOOKS:
+        shutil.copy(path, tmp_path / path.name)
+        copies.append(tmp_path / path.name)
+    old_guard = ['import sys\n', 'if "google.colab" in sys.modules:\n',
+                 '    !pip install -q "specnotes @ git+https://github.com/specnotes/specnotes"']
+    nb = json.loads(copies[1].read_text())
+    next(c for c in nb["cells"] if c["cell_type"] == "code")["source"] = old_guard
+    copies[1].write_text(json.dumps(nb))
+    gpu = next(p for p in copies if p.stem in notebook_nav.COLAB_GPU)
+    nb = json.loads(gpu.read_text())
+    del nb["metadata"]["accelerator"]
+    gpu.write_text(json.dumps(nb))
+    assert notebook_nav.stale(copies) == sorted([copies[1].name, gpu.name])

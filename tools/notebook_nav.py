@@ -1,14 +1,17 @@
-"""Write each notebook's generated header and footer: Colab badge, prev/next links, objectives,
-prerequisites and time (header), and the next-notebook link (footer). tests/test_nav.py checks them.
+"""Write each notebook's generated parts: the header (Colab badge, prev/next links, objectives,
+prerequisites and time), the install cell (the first code cell), the footer (the next-notebook link)
+and, for the notebooks that want a GPU, Colab's runtime metadata. tests/test_nav.py checks them.
 
-Usage: python tools/notebook_nav.py          rewrite the two cells in every notebook (outputs untouched)
-       python tools/notebook_nav.py --check  exit 1 and name the notebooks whose cells are out of date
+Usage: python tools/notebook_nav.py          rewrite those parts in every notebook (outputs untouched)
+       python tools/notebook_nav.py --check  exit 1 and name the notebooks whose parts are out of date
 
-Edit the GUIDE table below, never the generated cells: the next run would overwrite them.
+Edit the GUIDE table, INSTALL and COLAB_GPU below, never the generated cells: the next run would
+overwrite them.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -21,6 +24,27 @@ REPO = "specnotes/specnotes"  # GitHub owner/name: the Colab badges and the inst
 BRANCH = "main"
 BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 HEADER_ID, FOOTER_ID = "nav-header", "nav-footer"
+
+# The first code cell of every notebook. It installs only where specnotes cannot be imported (Colab,
+# Kaggle, Binder, any bare kernel), so it never touches a `make lab` environment. Without --upgrade,
+# pip keeps every installed package that already meets specnotes' requirements (pyproject gives
+# lower bounds), so the runtime's own torch, transformers and ipywidgets stay; tests/test_colab.py
+# checks that in a copy of Colab's stack. `%pip`, not `!pip`: it installs into the kernel's Python.
+INSTALL = f"""\
+# Installs specnotes where it is missing (Colab, Kaggle, Binder). Where it is installed already, as
+# after `make lab`, this does nothing. pip upgrades nothing that already meets specnotes' needs, so
+# the runtime keeps its own torch, transformers and ipywidgets.
+import importlib.util
+
+if importlib.util.find_spec("specnotes") is None:
+    %pip install -q "specnotes @ git+https://github.com/{REPO}"
+    importlib.invalidate_caches()"""
+INSTALL_MARK = "specnotes @ git+"  # how apply() recognizes an install cell it is about to rewrite
+
+# The notebooks whose timings and training want a GPU. Colab reads this notebook metadata (what it
+# saves after Runtime > Change runtime type > T4 GPU) and opens them on a T4 runtime.
+COLAB_GPU = {"06_drafters", "07_live_timings", "08_production"}
+COLAB_GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 
 
 class Guide(NamedTuple):
@@ -97,7 +121,7 @@ GUIDE = {
     "08_production": Guide(
         "Production reality: batch size eats the free compute", "Production",
         ("explain why batching eats speculation's gain, and find the crossover batch",
-         "measure how α moves with content and temperature, and where fp32 and bf16 diverge",
+         "measure how α moves with content and temperature, and where fp32 and 16-bit runs diverge",
          "choose k adaptively, and measure time to first token and bursty inter-token latency"),
         "notebooks 01 (the roofline), 05 (the speedup formula), 06 (drafters) and 07 (timing honestly).",
         13, 40, "batch size, content, temperature, numerics and adaptive k"),
@@ -148,10 +172,26 @@ def _cell(cell_id: str, source: str):
     return cell
 
 
+def _install_cell():
+    cell = nbformat.v4.new_code_cell(INSTALL)
+    cell.id = "install"
+    return cell
+
+
 def apply(nb, paths: list[Path], i: int) -> None:
-    """Replace (or insert) the generated first and last cells of one notebook, in place."""
+    """Replace (or insert) the generated header, install cell and footer of one notebook, and set its
+    Colab metadata, in place. The install cell keeps its id, execution count and outputs."""
     cells = [c for c in nb.cells if c.get("id") not in (HEADER_ID, FOOTER_ID)]
+    code = next((c for c in cells if c.cell_type == "code"), None)
+    if code is not None and INSTALL_MARK in code.source:
+        code.source = INSTALL
+    else:
+        cells.insert(0, _install_cell())
     nb.cells = [_cell(HEADER_ID, header(paths, i)), *cells, _cell(FOOTER_ID, footer(paths, i))]
+    for key in COLAB_GPU_METADATA:
+        nb.metadata.pop(key, None)
+    if paths[i].stem in COLAB_GPU:
+        nb.metadata.update(copy.deepcopy(COLAB_GPU_METADATA))
 
 
 def stale(paths: list[Path] | None = None) -> list[str]:
@@ -182,7 +222,7 @@ def main(argv: list[str]) -> int:
         nb = nbformat.read(path, as_version=4)
         apply(nb, paths, i)
         nbformat.write(nb, path)
-    print(f"wrote the header and footer of {len(paths)} notebooks")
+    print(f"wrote the generated header, install cell, footer and Colab metadata of {len(paths)} notebooks")
     return 0
 
 

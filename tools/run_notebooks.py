@@ -15,12 +15,18 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
-KEEP_NOTEBOOK_META = {"kernelspec", "language_info"}
+# "accelerator" and "colab" are Colab's runtime request (tools/notebook_nav.py writes them for 06-08):
+# without them Colab opens the notebook on a CPU runtime
+KEEP_NOTEBOOK_META = {"kernelspec", "language_info", "accelerator", "colab"}
+KEEP_COLAB_META = {"gpuType"}  # of Colab's own block; its provenance (who edited when) is emptied
 
 
 def clean(nb) -> None:
     """Drop per-run noise (timestamps, widget state, collapsed flags) so diffs show content only."""
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_NOTEBOOK_META}
+    if "colab" in nb.metadata:
+        colab = {k: v for k, v in nb.metadata["colab"].items() if k in KEEP_COLAB_META}
+        nb.metadata["colab"] = {**colab, "provenance": []}
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python",
                                  "name": "python3"}
     for cell in nb.cells:
