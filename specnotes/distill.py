@@ -17,7 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parent / "data" / "drafters"
+from specnotes.paths import data_dir
+
+DATA = data_dir() / "drafters"
 
 
 class Windows(NamedTuple):

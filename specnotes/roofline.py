@@ -8,13 +8,14 @@ import csv
 import math
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 
+from specnotes.paths import data_dir
+
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
 _ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
-CATALOG_CSV = Path(__file__).with_name("data") / "hardware.csv"
+CATALOG_CSV = data_dir() / "hardware.csv"
 THIS_MACHINE = "this machine"
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-REFERENCES = Path(__file__).resolve().parent / "data" / "reference_runs"
+from specnotes.paths import data_dir
+
+REFERENCES = data_dir() / "reference_runs"
 
 _PASSAGE = ("The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
             "polished the great lens, and wound the clockwork that turned the light. Ships far out at sea "

@@ -13,18 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from specnotes import models
+from specnotes.paths import data_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-PROMPTS = ROOT / "data" / "drafters" / "prompts.json"
-OUTS = {"train": ROOT / "data" / "drafters" / "selfdistill.npz",
-        "more": ROOT / "data" / "drafters" / "selfdistill-more.npz"}
+PROMPTS = data_dir() / "drafters" / "prompts.json"
+OUTS = {"train": data_dir() / "drafters" / "selfdistill.npz",
+        "more": data_dir() / "drafters" / "selfdistill-more.npz"}
 
 
 def main(argv=None) -> int:

@@ -15,9 +15,10 @@ import json
 import pydoc_data.topics
 import random
 import re
-from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "data" / "drafters" / "prompts.json"
+from specnotes.paths import data_dir
+
+OUT = data_dir() / "drafters" / "prompts.json"
 
 STORY_SUBJECTS = [
     "a lighthouse keeper who finds a message in a bottle", "a robot who wants to learn to bake bread",
