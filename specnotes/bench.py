@@ -121,17 +121,19 @@ def first_difference(a: list, b: list) -> int | None:
 
 
 def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"), repeats: int = 3,
-                warmup: int = 1, seed: int = 0, device="cpu", progress: bool = True) -> list[Sample]:
+                warmup: int = 1, seed: int = 0, device=None, progress: bool = True) -> list[Sample]:
     """Time every mode on every prompt, interleaved: for each repeat, each prompt and each mode in turn,
     so a slow moment of a shared machine hits all modes alike.
 
     modes: name -> fn(input_ids, do_sample: bool, seed: int) -> Output. prompts: kind -> list of (1, T)
     input ids. The target's forward calls are counted with a hook on `model`. Warm-up runs (one per mode
-    and prompt by default) are not recorded."""
+    and prompt by default) are not recorded. `device` (the one to synchronize) defaults to the model's."""
     from tqdm.auto import tqdm
 
     from specnotes.decode import sync
+    from specnotes.env import device_of
 
+    device = device_of(model) if device is None else device
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     jobs = [(s, kind, i, ids) for s in samplings

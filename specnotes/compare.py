@@ -123,10 +123,11 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
 
     from specnotes import engine, tree
     from specnotes.decode import plain_generate, prompt_ids
+    from specnotes.env import device_of
 
     runs = []
     for i, p in enumerate(tqdm(prompts, desc="prompts", **({} if progress else {"disable": True}))):
-        ids = prompt_ids(tokenizer, p["text"])
+        ids = prompt_ids(tokenizer, p["text"], device=device_of(target))
         start = time.perf_counter()
         plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, temperature=temperature,
                                seed=seed, eos_token_id=tokenizer.eos_token_id)

@@ -29,7 +29,8 @@ class PlainResult:
 
 
 def prompt_ids(tokenizer, text: str, chat: bool = True, device=None):
-    """(1, T) input ids for a user message, wrapped in the chat template when the model has one."""
+    """(1, T) input ids for a user message, wrapped in the chat template when the model has one; on the
+    CPU unless `device` is given (every generate function moves them to its model's device anyway)."""
     if chat and getattr(tokenizer, "chat_template", None):
         enc = tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt"
@@ -100,8 +101,11 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
                    temperature: float = 1.0, seed: int | None = None,
                    eos_token_id: int | None = None,
                    on_token: Callable[[int], None] | None = None) -> PlainResult:
-    """Greedy or sampled decoding with a KV cache; input_ids is (1, T). Returns new tokens and timings."""
+    """Greedy or sampled decoding with a KV cache; input_ids is (1, T), on any device (they go to the
+    model's). Returns new tokens and timings."""
     import torch
+
+    from specnotes.env import device_of
 
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. "
@@ -111,7 +115,8 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     if do_sample and not temperature > 0:
         raise ValueError(f"sampling needs temperature > 0, got {temperature}; "
                          "use do_sample=False for greedy (the temperature -> 0 limit)")
-    device = input_ids.device
+    device = device_of(model)  # the model's device decides, not the ids': timers sync this one
+    input_ids = input_ids.to(device)
     gen = None
     if do_sample:
         gen = torch.Generator(device=device)

@@ -90,14 +90,16 @@ def teacher_topk(target, inputs: np.ndarray, k: int = 8, batch: int = 8, progres
     import torch
     from tqdm.auto import tqdm
 
+    from specnotes.env import host, to_model
+
     ids, probs = [], []
     with torch.inference_mode():
         quiet = {} if progress else {"disable": True}  # otherwise TQDM_DISABLE decides
         for s in tqdm(range(0, len(inputs), batch), desc="teacher pass", **quiet):
-            logits = target(torch.as_tensor(inputs[s:s + batch])).logits.float()
+            logits = target(to_model(target, torch.as_tensor(inputs[s:s + batch]))).logits.float()
             top = torch.topk(torch.log_softmax(logits, -1), k, dim=-1)
-            ids.append(top.indices)
-            probs.append(torch.softmax(top.values, -1))
+            ids.append(host(top.indices))
+            probs.append(host(torch.softmax(top.values, -1)))
     return torch.cat(ids).numpy(), torch.cat(probs).numpy()
 
 
@@ -113,6 +115,32 @@ def kd_loss(logits, labels, mask, top_ids=None, top_probs=None):
         per_pos = -(top_probs * logp.gather(-1, top_ids)).sum(-1)
     mask = mask.float()
     return (per_pos * mask).sum() / mask.sum().clamp_min(1)
+
+
+def fp32_twin(target):
+    """The target itself when it runs in fp32, else an fp32 copy on its device: drafters train in fp32
+    (AdamW steps vanish in 16 bits) and are cast to the target's dtype afterwards, as committed weights
+    are when loaded."""
+    import copy
+
+    import torch
+
+    from specnotes.env import dtype_of
+
+    return target if dtype_of(target) == torch.float32 else copy.deepcopy(target).float()
+
+
+def transfer(trained, fresh):
+    """Copy every trainable parameter of `trained` into the same-named one of `fresh` (a drafter built
+    around the real target), in fresh's dtype and on its device; returns fresh."""
+    import torch
+
+    own = dict(fresh.named_parameters())
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            if p.requires_grad:
+                own[name].copy_(p.detach().to(device=own[name].device, dtype=own[name].dtype))
+    return fresh
 
 
 class TrainLog(NamedTuple):
@@ -212,14 +240,17 @@ def distill(student, target, steps: int, seconds: float | None = None, batch: in
     which needs no teacher pass. `student(input_ids).logits` must be (B, L, V)."""
     import torch
 
+    from specnotes.env import device_of
+
+    device = device_of(student)
     win = self_windows() if data is None else data
-    inputs, labels, mask = (torch.as_tensor(a) for a in win)
+    inputs, labels, mask = (torch.as_tensor(a, device=device) for a in win)
     if teacher_k:
         ids, probs = teacher_targets(target, win.inputs, teacher_k, progress)
-        top_ids, top_probs = torch.as_tensor(ids), torch.as_tensor(probs)
+        top_ids, top_probs = torch.as_tensor(ids, device=device), torch.as_tensor(probs, device=device)
 
     def loss_fn(idx):
-        idx = torch.as_tensor(idx)
+        idx = torch.as_tensor(idx, device=device)
         logits = student(inputs[idx]).logits
         if not teacher_k:
             return kd_loss(logits, labels[idx], mask[idx])
@@ -237,8 +268,9 @@ def save_trainable(module, path: Path, meta: dict | None = None) -> Path:
     """Write the parameters that require grad (fp16, safetensors), atomically."""
     from safetensors.torch import save_file
 
-    tensors = {n: p.detach().to("cpu").half().contiguous() for n, p in module.named_parameters()
-               if p.requires_grad}
+    from specnotes.env import host
+
+    tensors = {n: host(p).half().contiguous() for n, p in module.named_parameters() if p.requires_grad}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     save_file(tensors, str(tmp), metadata={k: str(v) for k, v in (meta or {}).items()})
@@ -260,5 +292,5 @@ def load_trainable(module, path: Path) -> dict:
         raise ValueError(f"{path} holds parameters this module does not have: {missing[:3]}")
     with torch.no_grad():
         for name, value in state.items():
-            own[name].copy_(value.to(own[name].dtype))
+            own[name].copy_(value.to(device=own[name].device, dtype=own[name].dtype))
     return meta

@@ -167,6 +167,7 @@ def verify_sampling(logits, drafted: list[int], q, sampler: Sampler) -> tuple[in
     x = torch.tensor(drafted, device=p.device)
     if q is None:  # deterministic draft: q is one-hot at the drafted token
         q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
+    q = q.to(device=p.device, dtype=p.dtype)  # a draft model may live elsewhere, or run in 16 bits
     rows = torch.arange(k, device=p.device)
     p_x, q_x = p[rows, x], q[rows, x]
     # min(1, p/q); q(x) = 0 cannot happen for a token drawn from q, and p(x) = 0 always rejects
@@ -187,9 +188,9 @@ def verify_pass(target, cache, last_token: int, drafted: list[int], uncached: li
     import torch
 
     from specnotes.decode import forward_pass
+    from specnotes.env import device_of
 
-    device = next(target.parameters()).device
-    ids = torch.tensor([[*uncached, last_token, *drafted]], device=device)
+    ids = torch.tensor([[*uncached, last_token, *drafted]], device=device_of(target))
     return forward_pass(target, ids, cache, keep=len(drafted) + 1)
 
 
@@ -222,6 +223,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     import torch
 
     from specnotes.drafters import Draft
+    from specnotes.env import device_of
 
     start = time.perf_counter()
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
@@ -236,7 +238,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
         raise ValueError(f"the draft model's vocabulary ({draft_model.config.vocab_size} tokens) differs "
                          f"from the target's ({target.config.vocab_size}); drafts must use the target's "
                          "tokenizer")
-    device = input_ids.device
+    device = device_of(target)  # every tensor of the round goes to the target's device
     sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
     eos = _eos_set(target, eos_token_id)
     observe = getattr(drafter, "observe", None)  # drafters that learn from the target's predictions
@@ -288,13 +290,16 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     only: it runs V**(length-1) prefixes."""
     import torch
 
-    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0)
+    from specnotes.env import device_of, host
+
+    device = device_of(model)
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
     dist = np.ones(1)
     prefixes = [[]]
     for _ in range(length):
-        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes])
+        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes], device=device)
         with torch.no_grad():
-            probs = processing.probs(model(batch).logits[:, -1].double()).double().numpy()
+            probs = host(processing.probs(model(batch).logits[:, -1].double())).double().numpy()
             probs /= probs.sum(axis=1, keepdims=True)
         dist = (dist[:, None] * probs).reshape(-1)
         prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]

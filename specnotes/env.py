@@ -97,6 +97,19 @@ def host(tensor):
     return tensor.detach().cpu()
 
 
+def model_facts(model) -> dict:
+    """{device, device_name, dtype} of the model as it runs: the labels a report must carry (the default
+    device is not necessarily the one a model was put on)."""
+    import torch
+
+    device = device_of(model)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = platform.processor() or device.type
+    return {"device": device.type, "device_name": name, "dtype": dtype_name(dtype_of(model))}
+
+
 def version_of(package: str) -> str | None:
     """Installed version of a distribution, or None when it is missing."""
     try:

@@ -57,13 +57,14 @@ class Plan:
 
 
 def plan(device: str | None = None, online: bool | None = None) -> Plan:
-    """What to time here. On CUDA with the hub reachable (Colab): the seed article's pair in bf16,
+    """What to time here, in the dtype the device runs natively (env.default_dtype: fp16 on a T4, bf16 on
+    Ampere and newer, fp32 on the CPU). On CUDA with the hub reachable (Colab): the seed article's pair,
     SmolLM2-360M verified by SmolLM2-135M. Otherwise: the offline 135M model and its distilled draft."""
     from specnotes import models
-    from specnotes.env import default_device, default_dtype
+    from specnotes.env import default_device, default_dtype, dtype_name
 
     device = device or default_device()
-    dtype = str(default_dtype(device)).removeprefix("torch.")
+    dtype = dtype_name(default_dtype(device))
     if device == "cuda":
         if online is None:
             online = models._hub_reachable()
@@ -75,15 +76,18 @@ def plan(device: str | None = None, online: bool | None = None) -> Plan:
 
 
 def load(p: Plan):
-    """(target, tokenizer, draft model) for a plan."""
+    """(target, tokenizer, draft model) for a plan, both on its device in its dtype."""
+    import torch
+
     from specnotes import models
     from specnotes.drafters import load_distilled_draft
 
-    target, tokenizer = models.load(p.target, device=p.device)
+    dtype = getattr(torch, p.dtype)
+    target, tokenizer = models.load(p.target, device=p.device, dtype=dtype)
     if p.draft == "distilled":
         draft = load_distilled_draft(target)
     else:
-        draft, _ = models.load(p.draft, device=p.device)
+        draft, _ = models.load(p.draft, device=p.device, dtype=dtype)
     return target, tokenizer, draft
 
 
@@ -98,10 +102,12 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
     from specnotes.bench import Output
     from specnotes.compare import TimedDrafter
     from specnotes.drafters import DraftModel, EarlyExit, PromptLookup, Suffix
+    from specnotes.env import to_model
     from specnotes.models import _quiet_transformers
 
     def hf(**extra_kwargs):
         def run(ids, do_sample, seed):
+            ids = to_model(target, ids)
             torch.manual_seed(seed)
             kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                           do_sample=do_sample, pad_token_id=target.generation_config.eos_token_id)
@@ -168,8 +174,10 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
     import torch
 
     from specnotes.decode import forward_pass, sync
+    from specnotes.env import device_of
 
-    device = ids.device
+    device = device_of(target)
+    ids = ids.to(device)
     grid = sorted({w for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33) if w <= max_width} | {max_width})
     gen = torch.Generator().manual_seed(0)
     extra = torch.randint(target.config.vocab_size, (1, context_extra + max(grid)), generator=gen).to(device)
@@ -319,23 +327,24 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     """The whole suite: load, time every mode round-robin, measure costs, predict, summarize."""
     from specnotes import bench
     from specnotes.decode import prompt_ids
-    from specnotes.env import environment
+    from specnotes.env import device_of, environment, model_facts
 
     p = p or plan()
     target, tokenizer, draft = load(p)
     texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
-    ids = {kind: [prompt_ids(tokenizer, t, device=p.device) for t in lst] for kind, lst in texts.items()}
+    ids = {kind: [prompt_ids(tokenizer, t, device=device_of(target)) for t in lst]
+           for kind, lst in texts.items()}
     all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes)
-    samples = bench.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup, device=p.device,
+    samples = bench.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup,
                                 progress=progress)
     widest = max(1 + max((int(s.output.result.drafted_counts.max(initial=0)) for s in samples
                           if s.output.result is not None), default=0), 2)
     costs = {kind: [measure_costs(target, x, widest, repeats=cost_repeats) for x in lst]
              for kind, lst in ids.items()}
     records = summarize(samples, costs, k)
-    env = environment()
+    machine = {**environment().as_dict(), **model_facts(target)}  # what ran, not the default device
     return {
-        "machine": env.as_dict(), "fingerprint": fingerprint(env.as_dict()), "plan": asdict(p),
+        "machine": machine, "fingerprint": fingerprint(machine), "plan": asdict(p),
         "settings": {"max_new_tokens": max_new_tokens, "repeats": repeats, "warmup": warmup, "k": k,
                      "prompts": texts, "samplings": list(samplings)},
         "costs": {kind: [asdict(c) for c in lst] for kind, lst in costs.items()},

@@ -159,9 +159,9 @@ def tree_pass(target, cache, root: int, tree: Tree, uncached: list[int] = (), fe
     import torch
 
     from specnotes.decode import _cache_kwarg
+    from specnotes.env import device_of, dtype_of
 
-    device = next(target.parameters()).device
-    dtype = next(target.parameters()).dtype
+    device, dtype = device_of(target), dtype_of(target)
     cache_len = cache.get_seq_length() if cache is not None else 0
     ids = torch.tensor([[*uncached, root, *tree.tokens]], device=device)
     positions, mask = _tree_inputs(cache_len, len(uncached), tree, device, dtype)
@@ -262,6 +262,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
     import torch
 
     from specnotes.engine import Result, Round, Sampler, _eos_set
+    from specnotes.env import device_of
 
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}")
@@ -270,7 +271,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
     if rule not in ("exact", "typical"):
         raise ValueError(f"rule must be 'exact' or 'typical', got {rule!r}")
     start = time.perf_counter()
-    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=input_ids.device)
+    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device_of(target))
     eos = _eos_set(target, eos_token_id)
     wants_features = getattr(drafter, "features", False)
     seq = input_ids[0].tolist()

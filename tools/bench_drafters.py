@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from specnotes import compare, distill, models, quick_mode
-from specnotes.env import environment
+from specnotes.env import environment, model_facts
 
 K = 3
 TRAINED = ("early-exit+adapter", "distilled-draft", "medusa", "eagle-lite", "eagle-lite+gate")
@@ -36,7 +36,8 @@ def main() -> int:
     per_kind = 1 if quick else 4
     max_new_tokens = 48 if quick else 128
     target, tokenizer = models.load(device="cpu")
-    env = environment()
+    # label the report with what ran (the CPU, fp32), not with the machine's default GPU device
+    machine = {**environment().as_dict(), **model_facts(target)}
     heldout = distill.prompts("heldout")
     prompts = [p for kind in compare.KINDS for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
     drafters = compare.default_drafters(target)
@@ -46,7 +47,7 @@ def main() -> int:
     rows = compare.table(runs)
     free = compare.free_form(runs)
     report = {
-        "machine": env.as_dict(), "k": K, "max_new_tokens": max_new_tokens, "prompts_per_kind": per_kind,
+        "machine": machine, "k": K, "max_new_tokens": max_new_tokens, "prompts_per_kind": per_kind,
         "greedy": True, "seconds": time.perf_counter() - start,
         "all_identical_to_plain": all(r.identical for r in runs),
         "rows": compare.as_records(rows),
@@ -58,8 +59,9 @@ def main() -> int:
     (out / "drafters.json").write_text(json.dumps(report, indent=1))
     text = (
         "# Drafters on SmolLM2-135M-Instruct, held-out prompts (greedy)\n\n"
-        f"{env.device} ({env.device_name}), {env.dtype}, {env.threads} threads, torch {env.torch}, "
-        f"transformers {env.transformers}. {per_kind} held-out prompt(s) per task type, up to "
+        f"{machine['device']} ({machine['device_name']}), {machine['dtype']}, {machine['threads']} "
+        f"threads, torch {machine['torch']}, transformers {machine['transformers']}. "
+        f"{per_kind} held-out prompt(s) per task type, up to "
         f"{max_new_tokens} new tokens, k = {K} for the model drafters (the model-free ones choose their "
         "own length). Plain decoding and every drafter run back to back per prompt; speedup = plain time "
         "/ speculative time. c = drafting time per round / plain time per token.\n\n"

@@ -65,10 +65,14 @@ def cached_path(layers=(0, 1)) -> Path:
 def train_distilled_draft(target, layers=(0, 1), steps: int = 600, seconds: float | None = None,
                           data=None, teacher_k: int = 8, lr: float = 1e-3, save_to: Path | None = None,
                           progress: bool = True):
-    """Distil a draft from `target` on `data` (see distill.distill); returns (model, TrainLog)."""
-    model = student(target, tuple(layers))
-    log = distill.distill(model, target, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
+    """Distil a draft from `target` on `data` (see distill.distill), in fp32; returns (model on the
+    target's device and in its dtype, TrainLog)."""
+    work = distill.fp32_twin(target)
+    model = student(work, tuple(layers))
+    log = distill.distill(model, work, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
                           desc="distilling draft", progress=progress)
+    if work is not target:
+        model = distill.transfer(model, student(target, tuple(layers)))
     for p in model.parameters():
         p.requires_grad_(False)
     if save_to is not None:
@@ -93,6 +97,7 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
     """The trained draft LM for `target` (the offline default model when None): the committed weights,
     else ones cached by an earlier quick run, else a quick one trained now (~20 s) and cached."""
     from specnotes import models
+    from specnotes.env import follow
 
     if target is None:
         target, _ = models.load()
@@ -108,4 +113,4 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
         _save(model, cached_path(layers), log, layers)
     for p in model.parameters():
         p.requires_grad_(False)
-    return model.to(next(target.parameters()).dtype).eval()
+    return follow(target, model).eval()

@@ -56,7 +56,10 @@ def _model_class():
 
 
 def new_model(target):
-    return _model_class()(target).to(next(target.parameters()).dtype)
+    """An untrained EagleLite around `target`, on its device and in its dtype."""
+    from specnotes.env import follow
+
+    return follow(target, _model_class()(target))
 
 
 def committed_path() -> Path:
@@ -96,19 +99,24 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
     import torch
 
     from specnotes.drafters.medusa import hidden_states
+    from specnotes.env import device_of
 
+    # train in fp32 around an fp32 twin (a 16-bit target's shared embeddings and head stay untouched)
+    work = distill.fp32_twin(target)
+    device = device_of(work)
     parts = train_windows() if data is None else ([data] if isinstance(data, distill.Windows) else list(data))
-    hidden = torch.cat([torch.as_tensor(hidden_states(target, w.inputs, progress=progress)) for w in parts])
-    tokens = torch.as_tensor(np.concatenate([w.inputs for w in parts]))
-    mask = torch.as_tensor(np.concatenate([w.mask for w in parts]))
-    model = new_model(target).float()
+    hidden = torch.cat([torch.as_tensor(hidden_states(work, w.inputs, progress=progress)) for w in parts])
+    hidden = hidden.to(device)
+    tokens = torch.as_tensor(np.concatenate([w.inputs for w in parts]), device=device)
+    mask = torch.as_tensor(np.concatenate([w.mask for w in parts]), device=device)
+    model = new_model(work)
     trainable = [p for p in model.parameters() if p.requires_grad]
     ids = scored_tokens(target, vocab)
     head = model.body.lm_head.weight.detach().float()
-    head = head if ids is None else head[torch.as_tensor(ids)]
+    head = head if ids is None else head[torch.as_tensor(ids, device=device)]
 
     def loss_fn(idx):
-        idx = torch.as_tensor(idx)
+        idx = torch.as_tensor(idx, device=device)
         pred, _, _ = model(hidden[idx, :-1].float(), tokens[idx, 1:], with_logits=False)
         truth = hidden[idx, 1:].float()
         # position t predicts feature t+1 and, through the head, token t+2
@@ -123,6 +131,8 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
     log = distill.fit(trainable, loss_fn, len(tokens), steps, seconds, batch=batch, lr=lr,
                       desc="training EagleLite", progress=progress)
     model.eval()
+    if work is not target:
+        model = distill.transfer(model, new_model(target))
     if save_to is not None:
         distill.save_trainable(model, save_to, {"steps": log.steps, "seconds": round(log.seconds, 1),
                                                 "vocab": None if ids is None else len(ids),
@@ -130,7 +140,7 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
                                                 "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
     for p in model.parameters():
         p.requires_grad_(False)
-    return model.to(next(target.parameters()).dtype), log
+    return model, log
 
 
 def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
@@ -180,7 +190,9 @@ class EagleLite:
         if ids is not None:
             import torch
 
-            ids = torch.as_tensor(ids)
+            from specnotes.env import device_of
+
+            ids = torch.as_tensor(ids, device=device_of(self.model))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
 
     def _pick(self, h, logits) -> tuple[int, bool]:

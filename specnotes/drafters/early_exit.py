@@ -43,9 +43,10 @@ def exit_model(target, n_layers: int, rank: int | None = 64):
     for p in model.parameters():
         p.requires_grad_(False)
     if rank:
-        dtype = next(target.parameters()).dtype
-        adapter = _adapter_class()(target.config.hidden_size, rank, target.model.norm)
-        model.model.norm = adapter.to(dtype)  # only the small model's norm slot; the target keeps its own
+        from specnotes.env import follow
+
+        adapter = follow(target, _adapter_class()(target.config.hidden_size, rank, target.model.norm))
+        model.model.norm = adapter  # only the small model's norm slot; the target keeps its own
         for p in [*adapter.down.parameters(), *adapter.up.parameters()]:
             p.requires_grad_(True)
     return model
@@ -64,10 +65,13 @@ def cached_path(n_layers: int) -> Path:
 def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 400,
                        seconds: float | None = None, data=None, teacher_k: int = 8, lr: float = 3e-3,
                        save_to: Path | None = None, progress: bool = True):
-    """Train an exit adapter after layer n_layers; returns (exit model, TrainLog)."""
-    model = exit_model(target, n_layers, rank)
-    log = distill.distill(model, target, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
+    """Train an exit adapter after layer n_layers, in fp32; returns (exit model, TrainLog)."""
+    work = distill.fp32_twin(target)
+    model = exit_model(work, n_layers, rank)
+    log = distill.distill(model, work, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
                           desc=f"exit adapter @ layer {n_layers}", progress=progress)
+    if work is not target:
+        model = distill.transfer(model, exit_model(target, n_layers, rank))
     if save_to is not None:
         distill.save_trainable(model, save_to, {"n_layers": n_layers, "rank": rank, "steps": log.steps})
     for p in model.parameters():

@@ -52,7 +52,8 @@ def _heads_class():
         def forward(self, hidden):
             """(..., d) hidden states after the final norm -> (n_heads, ..., V) logits."""
             lm_head = self._lm_head[0]
-            return torch.stack([lm_head(block(hidden)) for block in self.blocks])
+            dtype = lm_head.weight.dtype  # the heads may train in fp32 beside a 16-bit head
+            return torch.stack([lm_head(block(hidden).to(dtype)) for block in self.blocks])
 
     return MedusaHeads
 
@@ -61,8 +62,9 @@ def new_heads(target, n_heads: int = 3):
     """Untrained heads (each starts as a copy of the LM head's own guess, shifted one position)."""
     if not isinstance(n_heads, int) or n_heads < 1:
         raise ValueError(f"n_heads must be an int >= 1, got {n_heads!r}")
-    heads = _heads_class()(target, n_heads)
-    return heads.to(next(target.parameters()).dtype)
+    from specnotes.env import follow
+
+    return follow(target, _heads_class()(target, n_heads))
 
 
 def committed_path(n_heads: int) -> Path:
@@ -81,6 +83,7 @@ def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = T
     import torch
     from tqdm.auto import tqdm
 
+    from specnotes.env import host, to_model
     from specnotes.models import cache_dir
 
     n_params = sum(p.numel() for p in target.parameters())
@@ -93,7 +96,8 @@ def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = T
     with torch.inference_mode():
         quiet = {} if progress else {"disable": True}
         for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
-            out.append(target.model(torch.as_tensor(inputs[s:s + batch])).last_hidden_state.half())
+            batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
+            out.append(host(target.model(batch_ids).last_hidden_state.half()))
     hidden = torch.cat(out).numpy()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npy")
@@ -109,18 +113,22 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
     random positions of `data` (default: the self-distillation windows). Returns (heads, TrainLog)."""
     import torch
 
+    from specnotes.env import device_of
+
+    work = distill.fp32_twin(target)  # train in fp32, cast to the target's dtype at the end
+    device = device_of(work)
     win = distill.self_windows() if data is None else data
-    hidden = torch.as_tensor(hidden_states(target, win.inputs, progress=progress))
-    ids, probs = distill.teacher_targets(target, win.inputs, teacher_k, progress=progress)
-    ids, probs, mask = torch.as_tensor(ids), torch.as_tensor(probs), torch.as_tensor(win.mask)
+    hidden = torch.as_tensor(hidden_states(work, win.inputs, progress=progress), device=device)
+    ids, probs = distill.teacher_targets(work, win.inputs, teacher_k, progress=progress)
+    ids, probs, mask = (torch.as_tensor(a, device=device) for a in (ids, probs, win.mask))
     n, length = win.inputs.shape
     # position j's head h is scored on the teacher's distribution at j + 1 + h (the token at j + 2 + h),
     # where that token is one the target wrote
     rows, cols = np.nonzero(win.mask[:, 1:])
-    heads = new_heads(target, n_heads).float()
+    heads = new_heads(work, n_heads)
 
     def loss_fn(idx):
-        r, c = torch.as_tensor(rows[idx]), torch.as_tensor(cols[idx])
+        r, c = torch.as_tensor(rows[idx], device=device), torch.as_tensor(cols[idx], device=device)
         logits = heads(hidden[r, c].float())  # (H, P, V)
         total = 0.0
         for h in range(n_heads):
@@ -133,13 +141,15 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
     log = distill.fit(heads.parameters(), loss_fn, len(rows), steps, seconds, batch=positions, lr=lr,
                       desc="training Medusa heads", progress=progress)
     heads.eval()
+    if work is not target:
+        heads = distill.transfer(heads, new_heads(target, n_heads))
     if save_to is not None:
         distill.save_trainable(heads, save_to, {"n_heads": n_heads, "steps": log.steps,
                                                 "seconds": round(log.seconds, 1),
                                                 "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
     for p in heads.parameters():
         p.requires_grad_(False)
-    return heads.to(next(target.parameters()).dtype), log
+    return heads, log
 
 
 def load_medusa_heads(target, n_heads: int = 3, quick_seconds: float = 30.0, progress: bool = True):
