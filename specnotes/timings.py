@@ -323,14 +323,15 @@ def _prediction(outputs, costs, overhead: float, theory) -> dict:
 
 def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: int = 3,
         samplings=("greedy", "sample"), prompts_per_kind: int | None = None, extra_modes: bool = True,
-        warmup: int = 1, cost_repeats: int = 5, progress: bool = True) -> dict:
-    """The whole suite: load, time every mode round-robin, measure costs, predict, summarize."""
+        warmup: int = 1, cost_repeats: int = 5, progress: bool = True, loaded=None) -> dict:
+    """The whole suite: load, time every mode round-robin, measure costs, predict, summarize.
+    loaded: (target, tokenizer, draft) already in memory, instead of loading the plan's models."""
     from specnotes import bench
     from specnotes.decode import prompt_ids
     from specnotes.env import device_of, environment, model_facts
 
     p = p or plan()
-    target, tokenizer, draft = load(p)
+    target, tokenizer, draft = load(p) if loaded is None else loaded
     texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
     ids = {kind: [prompt_ids(tokenizer, t, device=device_of(target)) for t in lst]
            for kind, lst in texts.items()}
