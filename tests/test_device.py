@@ -15,6 +15,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 import torch
 
@@ -25,9 +28,10 @@ from specnotes.drafters.distilled import student
 from specnotes.drafters.eagle import new_model
 from specnotes.drafters.early_exit import exit_model
 from specnotes.drafters.medusa import new_heads
+from tests.notebook_utils import ROOT, cells, source
 from tests.virtual_device import VIRTUAL, is_virtual, virtual_device
 
-N = 24  # new tokens per run
+N = 16  # new tokens per run
 HALF = (torch.float16, torch.bfloat16)
 
 
@@ -45,10 +49,19 @@ def wide_pair(dtype=torch.float32):
     return target, draft
 
 
+def _noise(param, std: float, seed: int) -> None:
+    """Set a parameter to seeded noise, drawn on the CPU and copied to its device (a CPU generator may
+    not draw into a device tensor)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        param.copy_(torch.randn(param.shape, generator=gen) * std)
+
+
 def chain_drafters(target, draft):
-    adapter = exit_model(target, 2, rank=8)
-    with torch.no_grad():  # an adapter that is not the identity, as after training
-        adapter.model.norm.up.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+    with torch.random.fork_rng(devices=[]):  # the adapter's init draws: the same on every device
+        torch.manual_seed(0)
+        adapter = exit_model(target, 2, rank=8)
+    _noise(adapter.model.norm.up.weight, 0.5, 0)  # an adapter that is not the identity, as after training
     return {
         "prompt-lookup": PromptLookup,
         "suffix": Suffix,
@@ -62,9 +75,8 @@ def chain_drafters(target, draft):
 
 def tree_drafters(target):
     heads = new_heads(target, 2)
-    with torch.no_grad():  # heads that are not the LM head's own guess, as after training
-        for p in heads.parameters():
-            p.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
+    for i, p in enumerate(heads.parameters()):  # not the LM head's own guess any more, as after training
+        _noise(p, 0.05, i)
     eagle = new_model(target)
     return {
         "medusa": lambda: Medusa(target, heads=heads, widths=(2, 1), n_heads=2),
@@ -389,8 +401,42 @@ def test_the_offline_plan_of_a_gpu_runtime_runs_to_the_end_on_a_second_device():
     all on the second device, through the whole suite."""
     with virtual_device():
         plan = timings.Plan(VIRTUAL.type, "float16", models.DEFAULT, "distilled", "offline, second device")
-        report = timings.run(plan, max_new_tokens=6, repeats=1, samplings=("greedy",), prompts_per_kind=1,
+        report = timings.run(plan, max_new_tokens=4, repeats=1, samplings=("greedy",), prompts_per_kind=1,
                              warmup=0, cost_repeats=1, progress=False)
     assert (report["machine"]["device"], report["machine"]["dtype"]) == ("meta", "float16")
     modes = {r["mode"] for r in report["runs"]}
-    assert modes >= {"plain", "hf-assistant", "engine-draft-model", "engine-early-exit", "engine-prompt-lookup"}
+    assert modes >= {"plain", "hf-assistant", "engine-draft-model", "engine-early-exit",
+                     "engine-prompt-lookup"}
+
+
+_DTYPE_LITERAL = re.compile(r"""["'](fp32|float32|float|bf16|bfloat16|fp16|float16|half)["']""")
+_REFERENCE = re.compile(r"""\(\s*["']float32["']\s*,\s*HALF\s*\)""")  # fp32 as the numerics reference
+
+
+def typed_dtypes(path) -> list[tuple[int, str]]:
+    """(cell, line) where a code cell that runs the live model names a dtype by hand. The model's dtype
+    comes from env.dtype_of(target) and the 16-bit one from env.half_dtype; only fp32 as the reference
+    beside HALF is typed. (Catalog scenarios, an 8B model on an H100, do not touch `target`.)"""
+    found = []
+    for i, cell in enumerate(cells(path)):
+        src = source(cell)
+        if cell["cell_type"] != "code" or not re.search(r"\btarget\b", src):
+            continue
+        for line in src.splitlines():
+            if _DTYPE_LITERAL.search(_REFERENCE.sub("", line)):
+                found.append((i, line.strip()))
+    return found
+
+
+@pytest.mark.parametrize("name", ["07_live_timings", "08_production"])
+def test_the_timing_notebooks_read_the_dtype_from_the_model(name):
+    assert typed_dtypes(ROOT / "notebooks" / f"{name}.ipynb") == []
+
+
+def test_a_typed_in_dtype_is_caught(tmp_path):
+    nb = json.loads((ROOT / "notebooks" / "08_production.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "env.dtype_of(target)" in source(c))
+    cell["source"] = source(cell).replace("env.dtype_name(env.dtype_of(target))", '"fp32"')
+    (tmp_path / "08.ipynb").write_text(json.dumps(nb))
+    assert [line for _, line in typed_dtypes(tmp_path / "08.ipynb")] == [
+        next(line.strip() for line in source(cell).splitlines() if '"fp32"' in line)]

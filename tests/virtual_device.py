@@ -23,9 +23,10 @@ import math
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 VIRTUAL = torch.device("meta")
+_GENERATOR = torch.Generator  # the real class: virtual_device() swaps torch.Generator while it runs
 
 # ops that may legally take tensors from two devices (copies, and CPU index tensors into a device tensor)
 _CROSS_DEVICE_OK = {"copy_", "_to_copy", "index", "index_put", "index_put_", "_index_put_impl_",
@@ -89,8 +90,6 @@ class Elsewhere(torch.Tensor):
                     seen["meta"] = True
                 elif x.dim() > 0:
                     seen["cpu"] = True
-            if isinstance(x, torch.Generator):
-                seen["vgen" if getattr(x, "virtual", False) else "cgen"] = True
             return x
 
         a, kw = tree_map(unwrap, args), tree_map(unwrap, kwargs)
@@ -99,11 +98,6 @@ class Elsewhere(torch.Tensor):
             raise RuntimeError(f"virtual_device: {func} received a real meta tensor (data-free), which a "
                                "kernel made internally from a virtual tensor's options; emulate that "
                                "function in tests/virtual_device.py")
-        if seen.get("cgen") and seen["virtual"] and name != "_to_copy":
-            raise RuntimeError(f"Expected a 'meta' device type for generator but found 'cpu' ({func}; "
-                               "a generator must live on the tensors' device)")
-        if seen.get("vgen") and not seen["virtual"] and not _is_virtual(kw.get("device")):
-            raise RuntimeError(f"Expected a 'cpu' device type for generator but found 'meta' ({func})")
         if name == "_to_copy":
             target = kw.get("device")
             if target is not None:
@@ -203,13 +197,16 @@ class _Mode(TorchFunctionMode):
                 if isinstance(src, Elsewhere):  # a real device-to-host copy
                     return moved.clone() if moved is base else moved
                 return base.to(device=device, dtype=dtype) if device is not None else moved
-        gen = kwargs.get("generator")
-        if isinstance(gen, torch.Generator) and not any(isinstance(a, torch.Tensor) for a in args):
-            # a factory with a generator: both must be on the same device, as CUDA insists
-            wants = _is_virtual(kwargs.get("device"))
+        gen = kwargs.get("generator", next((a for a in args if isinstance(a, _GENERATOR)), None))
+        if isinstance(gen, _GENERATOR):
+            # a generator must live where the tensors are, as CUDA insists (checked here, where the
+            # generator is still the Python object that knows it is virtual)
+            tensors = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            wants = _is_virtual(kwargs.get("device")) or any(isinstance(a, Elsewhere) for a in tensors)
             if wants != getattr(gen, "virtual", False):
+                where = getattr(func, "__name__", func)
                 raise RuntimeError(f"Expected a '{'meta' if wants else 'cpu'}' device type for generator "
-                                   f"but found '{'cpu' if wants else 'meta'}' ({func.__name__})")
+                                   f"but found '{'cpu' if wants else 'meta'}' ({where})")
         if _is_virtual(kwargs.get("device")):  # a factory asked for the virtual device
             kwargs["device"] = torch.device("cpu")
             out = func(*args, **kwargs)
@@ -217,7 +214,7 @@ class _Mode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _Generator(torch.Generator):
+class _Generator(_GENERATOR):
     """torch.Generator as seen inside virtual_device(): one made for VIRTUAL draws on the CPU and says
     it lives on VIRTUAL."""
 
