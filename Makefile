@@ -1,5 +1,6 @@
-# One command each: `make lab` (set up, fetch the model, start JupyterLab) and `make test`.
-# Both create .venv when missing and are fast the second time (a stamp file skips pip).
+# One command each: `make lab` (set up, fetch the model, start JupyterLab) and `make test` (everything CI
+# runs); `make check` is the contributors' quick one. All create .venv when missing and are fast the
+# second time (a stamp file skips pip).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -22,16 +23,18 @@ CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBAC
           PIP_DISABLE_PIP_VERSION_CHECK=1
 NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install model lab test test-browser chromium lint notebooks bench clean help
+.PHONY: install model lab test check test-browser chromium lint notebooks bench clean help
 help:
 	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
 	@echo "make test       set up, then ruff + pytest (the JupyterLab browser test and the Colab mimic"
 	@echo "                included) + every notebook through nbval (quick mode)"
+	@echo "make check      the quick version: ruff + the unit tests not marked slow + every notebook (quick"
+	@echo "                mode); offline, no root, no browser, no extra venvs; under 6 minutes on 2 cores"
 	@echo "make test-browser  only the browser test: JupyterLab in headless Chromium, sliders dragged"
 	@echo "make notebooks  re-run every notebook in full mode and save the outputs in place"
 	@echo "make bench      run the benchmarks and write reports to bench/ (SPECNOTES_QUICK=1 for a short run)"
 
-$(STAMP): pyproject.toml .ci/constraints.txt
+$(STAMP): pyproject.toml setup.py .ci/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --retries 1 -c .ci/constraints.txt \
 		--extra-index-url $(TORCH_INDEX) torch
@@ -55,6 +58,11 @@ chromium:
 
 test: model lint chromium
 	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL)
+
+# no network (the hub switched off; the tests that download or build venvs are marked slow), no root, no
+# browser: for contributors before a commit. Once .venv and the model exist, it needs nothing else.
+check: model lint
+	$(CI_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest tests notebooks $(NBVAL) -m "not slow"
 
 test-browser: model chromium
 	$(CI_ENV) $(PY) -m pytest tests/test_browser.py -v
