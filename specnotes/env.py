@@ -100,14 +100,18 @@ def host(tensor):
 def model_facts(model) -> dict:
     """{device, device_name, dtype} of the model as it runs: the labels a report must carry (the default
     device is not necessarily the one a model was put on)."""
+    device = device_of(model)
+    return {"device": device.type, "device_name": device_name(device), "dtype": dtype_name(dtype_of(model))}
+
+
+def device_name(device) -> str:
+    """The GPU's name on CUDA, else the processor's (or the device type when the platform gives none)."""
     import torch
 
-    device = device_of(model)
+    device = torch.device(device)
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        name = platform.processor() or device.type
-    return {"device": device.type, "device_name": name, "dtype": dtype_name(dtype_of(model))}
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or device.type
 
 
 def version_of(package: str) -> str | None:
@@ -145,7 +149,6 @@ def environment() -> Environment:
     from specnotes import models
 
     device = default_device()
-    name = torch.cuda.get_device_name(0) if device == "cuda" else (platform.processor() or "cpu")
     store = models.cache_state()
     return Environment(
         python=platform.python_version(),
@@ -154,7 +157,7 @@ def environment() -> Environment:
         transformers=version_of("transformers"),
         numpy=version_of("numpy"),
         device=device,
-        device_name=name,
+        device_name=device_name(device),
         dtype=dtype_name(default_dtype(device)),
         threads=torch.get_num_threads(),
         quick=quick_mode(),

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -308,7 +309,7 @@ def test_the_drafter_table_runs_on_a_second_device(tokenizer):
 def test_the_timing_suite_runs_on_a_second_device_and_in_16_bits(where, tokenizer):
     dtype = where if where in HALF else torch.float32
     target, draft = wide_pair(dtype)
-    ctx = virtual_device() if where == "virtual" else _nothing()
+    ctx = virtual_device() if where == "virtual" else contextlib.nullcontext()
     with ctx:
         if where == "virtual":
             target, draft = target.to(VIRTUAL), draft.to(VIRTUAL)
@@ -320,20 +321,12 @@ def test_the_timing_suite_runs_on_a_second_device_and_in_16_bits(where, tokenize
     assert {r["mode"] for r in report["runs"]} >= {"plain", "engine-prompt-lookup", "engine-draft-model"}
 
 
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 @pytest.mark.parametrize("where", ["virtual", *HALF], ids=str)
 def test_the_batch_grid_and_numerics_run_on_a_second_device_and_in_16_bits(where, tokenizer):
     dtype = where if where in HALF else torch.float32
     target, _ = wide_pair(dtype)
     ids = prompt_ids(tokenizer, TEXT)
-    with virtual_device() if where == "virtual" else _nothing():
+    with virtual_device() if where == "virtual" else contextlib.nullcontext():
         if where == "virtual":
             target = target.to(VIRTUAL)
         grid = serving.measure_grid(target, batches=(1, 2), tokens=(1, 4), context=16, repeats=1,
@@ -359,7 +352,7 @@ def test_each_drafter_trains_on_a_second_device_and_in_16_bits(where, monkeypatc
     dtype = where if where in HALF else torch.float32
     target, _ = wide_pair(dtype)
     data = distill.self_windows(limit=4)
-    with virtual_device() if where == "virtual" else _nothing():
+    with virtual_device() if where == "virtual" else contextlib.nullcontext():
         if where == "virtual":
             target = target.to(VIRTUAL)
         before = {n: p.clone() for n, p in target.named_parameters()}

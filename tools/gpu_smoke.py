@@ -163,7 +163,6 @@ def run(device: str, tiny: bool, n: int) -> dict:
     report = {"machine": env.environment().as_dict(), "device": device, "tiny": tiny, "new_tokens": n,
               "versions": {p: env.version_of(p) for p in ("torch", "transformers", "numpy")}, "runs": {}}
     if torch.device(device).type == "cuda":
-        report["machine"]["device_name"] = torch.cuda.get_device_name(device)
         report["cuda"] = torch.version.cuda
     for dtype in dtypes_for(device):
         start = time.perf_counter()
