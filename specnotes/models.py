@@ -127,9 +127,9 @@ def sha256_of(path: Path) -> str:
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    from specnotes.paths import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def verify_store(path: Path, full: bool = False) -> str:

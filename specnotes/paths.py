@@ -22,3 +22,24 @@ def data_dir() -> Path:
     if drafters.is_dir() and not (bundled.is_symlink() or drafters.is_symlink()):
         return bundled
     return _PACKAGE.parent / "data"
+
+
+def write_atomic(path, data: str | bytes) -> Path:
+    """Write text or bytes to `path` so a reader sees the old file or the new one, never half of one:
+    into a temporary sibling first, flushed to disk, then renamed over the target (os.replace is atomic
+    on every OS). The temporary file is removed if anything fails."""
+    import os
+    import uuid
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
