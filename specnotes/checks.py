@@ -1,0 +1,159 @@
+"""Input checks, one per kind of value, shared by every module: whole numbers, finite positives,
+probabilities, distributions (numpy, and a drafter's q in torch) and token ids.
+
+Each returns the value in the form the caller computes with, or raises a ValueError (a bad value) or a
+TypeError (a value of the wrong kind) whose message starts with the argument's name. A bool is never a
+number here: `k=True` is far more often a slip than a 1.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+ATOL = 1e-6  # how far a numpy distribution's row may sum from 1
+Q_ATOL = 1e-3  # a drafter's q comes from a softmax in 16 or 32 bits; its rows may sum this far from 1
+
+
+def _numbers(value, name: str) -> np.ndarray:
+    """value as a numpy array of real numbers, refusing bools, strings, None and complex."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a number, got the bool {value!r}")
+    if hasattr(value, "detach"):  # a torch tensor: read it on the host
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged lists
+        raise TypeError(f"{name} must be a number or an array of numbers, got {value!r}") from exc
+    if arr.dtype.kind not in "iuf" or (arr.dtype == object):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {value!r} "
+                        f"({type(value).__name__})")
+    return arr
+
+
+def _shown(value) -> str:
+    arr = np.asarray(value)
+    return repr(value) if arr.size <= 8 else f"an array of {arr.size} values"
+
+
+def _out(arr: np.ndarray, scalar: bool):
+    return arr[()] if scalar else arr
+
+
+def whole(value, name: str, low: int = 1, high: int | None = None):
+    """An int (or an integer array) in [low, high]. Floats with whole values (3.0) pass; 2.5 does not."""
+    scalar = np.ndim(value) == 0
+    if scalar and not isinstance(value, (numbers.Integral, float, np.floating)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
+    arr = _numbers(value, name)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must be a whole number, got {_shown(value)}")
+        arr = arr.astype(np.int64)
+    if arr.size == 0 and not scalar:
+        raise ValueError(f"{name} must not be empty")
+    if np.any(arr < low) or (high is not None and np.any(arr > high)):
+        bound = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"{name} must be {bound}, got {_shown(value)}")
+    return int(arr) if scalar else arr
+
+
+def positive(value, name: str, zero: bool = False):
+    """A finite real number (or array of them) > 0, or >= 0 with zero=True, as float64."""
+    arr = _numbers(value, name).astype(np.float64)
+    if arr.size == 0 and np.ndim(value) != 0:
+        raise ValueError(f"{name} must not be empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {_shown(value)}")
+    if np.any(arr < 0) or (not zero and np.any(arr == 0)):
+        raise ValueError(f"{name} must be {'>= 0' if zero else '> 0'}, got {_shown(value)}")
+    return float(arr) if np.ndim(value) == 0 else arr
+
+
+def probability(value, name: str, low_open: bool = False, high_open: bool = False):
+    """A probability (or array of them): finite, in [0, 1]; either end may be excluded."""
+    arr = _numbers(value, name).astype(np.float64)
+    if arr.size == 0 and np.ndim(value) != 0:
+        raise ValueError(f"{name} must not be empty")
+    low_bad = (arr <= 0) if low_open else (arr < 0)
+    high_bad = (arr >= 1) if high_open else (arr > 1)
+    if not np.all(np.isfinite(arr)) or np.any(low_bad | high_bad):
+        span = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+        raise ValueError(f"{name} must lie in {span}, got {_shown(value)}")
+    return float(arr) if np.ndim(value) == 0 else arr
+
+
+def distribution(p, name: str = "p", atol: float = ATOL) -> np.ndarray:
+    """p as an array (float64, or object for exact Fractions) if every row along the last axis is a
+    probability vector, else a ValueError saying what is wrong."""
+    exact = np.asarray(p).dtype == object
+    try:
+        arr = np.asarray(p, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of probabilities, got {type(p).__name__}") from exc
+    if arr.ndim == 0 or arr.shape[-1] == 0:
+        raise ValueError(f"{name} must be an array of probabilities over a vocabulary, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} has negative entries (min {arr.min():.3g}); probabilities must be >= 0")
+    sums = arr.sum(axis=-1)
+    if not np.allclose(sums, 1.0, atol=atol):
+        worst = float(sums.flat[np.argmax(np.abs(sums - 1.0))])
+        raise ValueError(f"{name} is not normalized: a row sums to {worst:.6g}, not 1. "
+                         "Pass probabilities (softmax of logits), not logits or counts.")
+    return np.asarray(p) if exact else arr
+
+
+def token_ids(ids, name: str, vocab_size: int, empty: bool = False) -> list[int]:
+    """ids (a list, a numpy array or a torch tensor, 1-D) as a list of ints, each in [0, vocab_size)."""
+    if hasattr(ids, "detach"):
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or str(ids.dtype) == "torch.bool":
+            raise TypeError(f"{name} must hold integer token ids, got a {ids.dtype} tensor")
+        ids = ids.tolist()
+    arr = np.asarray(ids) if not isinstance(ids, (str, bytes)) else np.asarray(None)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise TypeError(f"{name} must be a flat sequence of integer token ids, got {_shown(ids)}")
+    if arr.size == 0 and not empty:
+        raise ValueError(f"{name} is empty: give at least one token (a BOS token, say)")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        bad = int(arr[(arr < 0) | (arr >= vocab_size)][0])
+        raise ValueError(f"{name} holds token id {bad}, outside the vocabulary 0..{vocab_size - 1}")
+    return arr.astype(np.int64).tolist()
+
+
+def draft_q(q, drafted: list[int], vocab_size: int, who: str):
+    """A drafter's q, checked before the rejection rule trusts it: shape (len(drafted), V), finite,
+    >= 0, rows summing to 1 within Q_ATOL, and q[i, drafted[i]] > 0 (a token drawn from q had mass).
+
+    The rule accepts draft x with probability min(1, p(x)/q(x)); a q that is too small accepts too
+    often, and a q of zeros accepts everything, so a misreported q silently biases the output.
+    One host sync for all the checks."""
+    import torch
+
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"{who} returned a q of type {type(q).__name__}; Draft.q must be a torch tensor "
+                        "of shape (len(tokens), V), or None for a deterministic draft")
+    want = (len(drafted), vocab_size)
+    if tuple(q.shape) != want:
+        raise ValueError(f"{who} returned q of shape {tuple(q.shape)} for {len(drafted)} drafted tokens; "
+                         f"q must be (len(tokens), V) = {want}, one distribution per drafted token")
+    if not want[0]:
+        return
+    qf = q.float()
+    rows = torch.arange(want[0], device=q.device)
+    at = qf[rows, torch.tensor(drafted, device=q.device)]
+    finite, low, worst_sum, low_at = torch.stack([
+        torch.isfinite(qf).all().float(), qf.min(), (qf.sum(-1) - 1).abs().max(), at.min()]).tolist()
+    if not finite:
+        raise ValueError(f"{who} returned a q with NaN or inf entries")
+    if low < 0:
+        raise ValueError(f"{who} returned a q with negative entries (min {low:.3g})")
+    if worst_sum > Q_ATOL:
+        raise ValueError(f"{who} returned a q whose rows do not sum to 1 (off by up to {worst_sum:.3g}); "
+                         "q must be the distribution each token was drawn from, after the sampler's "
+                         "temperature/top-k/top-p, not logits or scaled probabilities")
+    if low_at <= 0:
+        raise ValueError(f"{who} drafted a token its own q gives probability 0: q must be the distribution "
+                         "the token was drawn from")
