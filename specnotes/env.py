@@ -105,13 +105,50 @@ def model_facts(model) -> dict:
 
 
 def device_name(device) -> str:
-    """The GPU's name on CUDA, else the processor's (or the device type when the platform gives none)."""
+    """The GPU's name on CUDA; on every other device the CPU's model (cpu_name), which on a Mac is also
+    the chip that runs MPS."""
     import torch
 
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or device.type
+    return cpu_name()
+
+
+def cpu_name() -> str:
+    """The processor's model as the OS names it: the "model name" of /proc/cpuinfo on Linux (where
+    platform.processor() is empty), sysctl's brand string on macOS, platform.processor() elsewhere (on
+    Windows, "Intel64 Family 6 Model 158 ..."), and the architecture (platform.machine()) when none of
+    them says. Never the word "cpu": reference runs are named after it (timings.fingerprint), and a name
+    every CPU shares let one machine's --save-reference replace another machine's committed run."""
+    name = ""
+    if platform.system() == "Linux":
+        fields = (line.partition(":") for line in _read_cpuinfo().splitlines())
+        name = next((value.strip() for key, _, value in fields if key.strip() == "model name"), "")
+    elif platform.system() == "Darwin":
+        name = _sysctl_brand()
+    return " ".join((name or platform.processor() or platform.machine() or "unknown processor").split())
+
+
+def _read_cpuinfo() -> str:
+    """/proc/cpuinfo, or "" where it cannot be read (a sandbox without /proc)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _sysctl_brand() -> str:
+    """macOS's name for its CPU ("Apple M2 Pro", "Intel(R) Core(TM) i7-9750H ..."), or "" if sysctl fails."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def version_of(package: str) -> str | None:
