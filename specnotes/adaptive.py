@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from specnotes import theory
+from specnotes import checks, theory
 
 
 class Fixed:
     def __init__(self, k: int):
-        if not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
-        self.k = int(k)
+        self.k = k = checks.whole(k, "k")
         self.name = f"fixed k={k}"
 
     def reset(self) -> None:
@@ -39,6 +37,8 @@ class Heuristic:
     """+up after a fully accepted round, -down after any rejection; clamped to [k_min, k_max]."""
 
     def __init__(self, start: int = 5, up: int = 2, down: int = 1, k_min: int = 1, k_max: int = 20):
+        start, up, down = checks.whole(start, "start"), checks.whole(up, "up"), checks.whole(down, "down")
+        k_min, k_max = checks.whole(k_min, "k_min"), checks.whole(k_max, "k_max")
         if not 1 <= k_min <= start <= k_max:
             raise ValueError(f"need 1 <= k_min <= start <= k_max, got {k_min}, {start}, {k_max}")
         self.start, self.up, self.down, self.k_min, self.k_max = start, up, down, k_min, k_max
@@ -67,13 +67,18 @@ class Controller:
 
     def __init__(self, c: float, verify_cost=None, prior: float = 0.6, prior_weight: float = 4.0,
                  decay: float = 0.9, k_max: int = 12, probe_every: int = 8):
-        theory._c(c)
-        theory._alpha(prior)
-        if not 0 < decay <= 1:
-            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        checks.positive(c, "c", zero=True)
+        checks.probability(prior, "prior")
+        checks.probability(decay, "decay", low_open=True)
+        checks.positive(prior_weight, "prior_weight", zero=True)
+        k_max, probe_every = checks.whole(k_max, "k_max"), checks.whole(probe_every, "probe_every")
         self.c, self.prior, self.prior_weight, self.decay = float(c), prior, prior_weight, decay
         self.k_max, self.probe_every = k_max, probe_every
-        cost = np.ones(k_max + 2) if verify_cost is None else np.asarray(verify_cost, dtype=float)
+        cost = np.ones(k_max + 2) if verify_cost is None else np.atleast_1d(
+            checks.positive(verify_cost, "verify_cost", zero=True))
+        if cost.size < 2:
+            raise ValueError(f"verify_cost is indexed by width (verify_cost[1] = 1 step); got "
+                             f"{verify_cost!r}")
         if cost.size < k_max + 2:  # extend a short curve with its last slope
             slope = cost[-1] - cost[-2] if cost.size > 2 else 0.0
             cost = np.r_[cost, cost[-1] + slope * np.arange(1, k_max + 3 - cost.size)]

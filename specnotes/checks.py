@@ -44,7 +44,8 @@ def _out(arr: np.ndarray, scalar: bool):
 def whole(value, name: str, low: int = 1, high: int | None = None):
     """An int (or an integer array) in [low, high]. Floats with whole values (3.0) pass; 2.5 does not."""
     scalar = np.ndim(value) == 0
-    if scalar and not isinstance(value, (numbers.Integral, float, np.floating)) or isinstance(value, bool):
+    numeric = isinstance(value, (numbers.Real, np.ndarray, np.generic)) or hasattr(value, "detach")
+    if isinstance(value, (bool, np.bool_)) or (scalar and not numeric):
         raise TypeError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
     arr = _numbers(value, name)
     if arr.dtype.kind == "f":
@@ -157,3 +158,37 @@ def draft_q(q, drafted: list[int], vocab_size: int, who: str):
     if low_at <= 0:
         raise ValueError(f"{who} drafted a token its own q gives probability 0: q must be the distribution "
                          "the token was drawn from")
+
+
+def prompt_ids(input_ids, vocab_size: int, name: str = "input_ids") -> list[int]:
+    """A (1, T) torch tensor of token ids, T >= 1, every id in the vocabulary, as a list of ints.
+    Checked before any pass: an id past the vocabulary is an index error deep inside the embedding
+    (or, on a GPU, a device-side assert that poisons the whole session)."""
+    import torch
+
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"{name} must be a (1, T) torch tensor of token ids (specnotes.decode.prompt_ids "
+                        f"makes one from text), got {type(input_ids).__name__}")
+    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"{name} must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is not "
+                         "supported: speculative rounds accept different lengths per sequence.")
+    return token_ids(input_ids[0], name, vocab_size)
+
+
+def sampling(do_sample, temperature, top_k, top_p, seed) -> None:
+    """The sampling settings every generator takes: a bool, a finite temperature > 0 when sampling,
+    top_k a whole number >= 1, top_p in (0, 1], seed a whole number >= 0 (or None)."""
+    if not isinstance(do_sample, (bool, np.bool_)):
+        raise TypeError(f"do_sample must be True or False, got {do_sample!r}")
+    if do_sample:
+        try:
+            positive(temperature, "temperature")
+        except ValueError as exc:
+            raise ValueError(f"{exc}; sampling needs a finite temperature > 0 "
+                             "(use do_sample=False for greedy, the temperature -> 0 limit)") from None
+    if top_k is not None:
+        whole(top_k, "top_k")
+    if top_p is not None:
+        probability(top_p, "top_p", low_open=True)
+    if seed is not None:
+        whole(seed, "seed", low=0)

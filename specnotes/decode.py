@@ -105,16 +105,12 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     model's). Returns new tokens and timings."""
     import torch
 
+    from specnotes import checks
     from specnotes.env import device_of
 
-    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. "
-                         "Batch > 1 is not supported here: decode one prompt at a time.")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    if do_sample and not temperature > 0:
-        raise ValueError(f"sampling needs temperature > 0, got {temperature}; "
-                         "use do_sample=False for greedy (the temperature -> 0 limit)")
+    checks.prompt_ids(input_ids, model.config.vocab_size)
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
+    checks.sampling(do_sample, temperature, None, None, seed)
     device = device_of(model)  # the model's device decides, not the ids': timers sync this one
     input_ids = input_ids.to(device)
     gen = None

@@ -91,13 +91,9 @@ class Sampler:
                  top_p: float | None = None, seed: int | None = None, device="cpu"):
         import torch
 
-        if do_sample and not temperature > 0:
-            raise ValueError(f"sampling needs temperature > 0, got {temperature}; "
-                             "use do_sample=False for greedy")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        if top_p is not None and not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        from specnotes import checks
+
+        checks.sampling(do_sample, temperature, top_k, top_p, seed)
         self.do_sample, self.temperature, self.top_k, self.top_p = do_sample, temperature, top_k, top_p
         self.generator = torch.Generator(device=device)
         if seed is None:
@@ -222,17 +218,16 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
 
     import torch
 
+    from specnotes import checks
     from specnotes.drafters import Draft
     from specnotes.env import device_of
 
     start = time.perf_counter()
-    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is "
-                         "not supported: speculative rounds accept different lengths per sequence.")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (drafted tokens per round) must be an int >= 1, got {k!r}")
+    vocab = target.config.vocab_size
+    seq = checks.prompt_ids(input_ids, vocab)
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
+    k = checks.whole(k, "k (drafted tokens per round)")
+    who = type(drafter).__name__
     draft_model = getattr(drafter, "model", None)
     if draft_model is not None and draft_model.config.vocab_size != target.config.vocab_size:
         raise ValueError(f"the draft model's vocabulary ({draft_model.config.vocab_size} tokens) differs "
@@ -242,7 +237,6 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
     eos = _eos_set(target, eos_token_id)
     observe = getattr(drafter, "observe", None)  # drafters that learn from the target's predictions
-    seq = input_ids[0].tolist()
     drafter.reset(list(seq))
     new: list[int] = []
     trace: list[Round] = []
@@ -255,7 +249,14 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
         while len(new) < max_new_tokens:
             room = max_new_tokens - len(new) - 1  # the round's own token always comes on top
             draft = drafter.propose(list(seq), min(k, room), sampler) if room else Draft([], None)
-            drafted = list(draft.tokens[:room])
+            if not isinstance(draft, Draft):
+                raise TypeError(f"{who}.propose returned {type(draft).__name__}, not a Draft(tokens, q)")
+            # nothing a drafter says is trusted: its ids must be tokens, and (when sampling) its q must be
+            # the distribution it drew them from, or the rejection rule below silently stops being exact
+            drafted = checks.token_ids(draft.tokens, f"the tokens {who} drafted", vocab, empty=True)
+            if do_sample and draft.q is not None:
+                checks.draft_q(draft.q, drafted, vocab, who)
+            drafted = drafted[:room]
             q = draft.q[: len(drafted)] if draft.q is not None else None
             logits, cache = verify_pass(target, cache, seq[-1], drafted, uncached)
             uncached = []
@@ -290,8 +291,14 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     only: it runs V**(length-1) prefixes."""
     import torch
 
+    from specnotes import checks
     from specnotes.env import device_of, host
 
+    checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
+    length = checks.whole(length, "length")
+    if model.config.vocab_size ** length > 10_000_000:
+        raise ValueError(f"length: V**length = {model.config.vocab_size}**{length} outcomes is too many to "
+                         "enumerate; this reference is for tiny vocabularies and a few tokens")
     device = device_of(model)
     processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
     dist = np.ones(1)

@@ -11,6 +11,7 @@ from functools import cache
 
 import numpy as np
 
+from specnotes import checks
 from specnotes.paths import data_dir
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -55,28 +56,21 @@ def dtype_bytes(dtype) -> float:
 
 def model_bytes(n_params, dtype) -> float:
     """Bytes of weights: every decode step at batch 1 reads all of them once."""
-    if not np.all(np.asarray(n_params) > 0):
-        raise ValueError(f"n_params must be positive, got {n_params!r}")
-    return np.asarray(n_params, dtype=np.float64) * dtype_bytes(dtype)
+    return np.asarray(checks.positive(n_params, "n_params"), dtype=np.float64) * dtype_bytes(dtype)
 
 
 def kv_cache_bytes(shape: Shape, context, batch=1, dtype="bf16"):
     """Bytes of cached keys and values: 2 (K and V) x layers x kv_heads x head_dim per token."""
-    if np.any(np.asarray(context) < 0) or np.any(np.asarray(batch) < 1):
-        raise ValueError(f"context must be >= 0 and batch >= 1, got {context!r} and {batch!r}")
+    context, batch = checks.whole(context, "context", low=0), checks.whole(batch, "batch")
     per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes(dtype)
     return per_token * np.asarray(context, dtype=np.float64) * batch
 
 
 def forward_flops(n_params, tokens=1, batch=1):
-    """About 2 FLOPs per parameter per token (a multiply and an add); attention's share is left out."""
-    _check_tokens(tokens, batch)
-    return 2.0 * np.asarray(n_params, dtype=np.float64) * np.asarray(tokens) * np.asarray(batch)
-
-
-def _check_tokens(tokens, batch):
-    if np.any(np.asarray(tokens) < 1) or np.any(np.asarray(batch) < 1):
-        raise ValueError(f"tokens (T) and batch must be >= 1, got {tokens!r} and {batch!r}")
+    """About 2 FLOPs per parameter per token (a multiply and an add); attention's share is left out.
+    tokens may be fractional here (the ridge point is a real number); batch is whole sequences."""
+    tokens, batch = checks.positive(tokens, "tokens"), checks.whole(batch, "batch")
+    return 2.0 * np.asarray(checks.positive(n_params, "n_params")) * np.asarray(tokens) * np.asarray(batch)
 
 
 # --------------------------------------------------------------------------- the catalog
@@ -122,7 +116,8 @@ def step_time(n_params, dtype, gpu, tokens=1, batch=1, context=0, shape: Shape |
     Weights are read once per pass, whatever the batch; each sequence reads its own `context`
     positions of KV cache, which needs the model's `shape` (layers, kv_heads, head_dim)."""
     m = machine(gpu)
-    _check_tokens(tokens, batch)
+    tokens, batch = checks.whole(tokens, "tokens"), checks.whole(batch, "batch")
+    context = checks.whole(context, "context", low=0)
     read = model_bytes(n_params, dtype)
     if np.any(np.asarray(context) > 0):
         if shape is None:
@@ -140,8 +135,9 @@ def tokens_per_s_ceiling(n_params, dtype, gpu) -> float:
 
 
 def arithmetic_intensity(tokens, dtype, batch=1):
-    """FLOPs per byte of weights read by a pass: 2 * tokens * batch / bytes-per-parameter."""
-    _check_tokens(tokens, batch)
+    """FLOPs per byte of weights read by a pass: 2 * tokens * batch / bytes-per-parameter (tokens may be
+    fractional, as on a plot's axis)."""
+    tokens, batch = checks.positive(tokens, "tokens"), checks.whole(batch, "batch")
     return 2.0 * np.asarray(tokens) * batch / dtype_bytes(dtype)
 
 
@@ -231,8 +227,8 @@ def tokens_curve(model, tokens=(1, 2, 4, 8, 16, 32, 64), context: int = 256, rep
     Returns (tokens, measured (len,), predicted (len,))."""
     from specnotes.bench import time_forward
 
-    tokens = np.asarray(tokens)
-    _check_tokens(tokens, 1)
+    tokens = np.atleast_1d(checks.whole(tokens, "tokens"))
+    context, repeats = checks.whole(context, "context", low=0), checks.whole(repeats, "repeats")
     m = machine(gpu) if gpu is not None else this_machine()
     n_params = sum(p.numel() for p in model.parameters())
     dtype = next(model.parameters()).dtype

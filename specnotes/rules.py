@@ -7,26 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ATOL = 1e-6  # how far a row may sum from 1 before we call it unnormalized
-
-
-def check_distribution(p, name: str = "p") -> np.ndarray:
-    """Return p as an array (float64, or object for exact Fractions) if every row along the last
-    axis is a probability vector, else raise a ValueError saying what is wrong."""
-    exact = np.asarray(p).dtype == object
-    arr = np.asarray(p, dtype=np.float64)
-    if arr.ndim == 0 or arr.shape[-1] == 0:
-        raise ValueError(f"{name} must be an array of probabilities over a vocabulary, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    if np.any(arr < 0):
-        raise ValueError(f"{name} has negative entries (min {arr.min():.3g}); probabilities must be >= 0")
-    sums = arr.sum(axis=-1)
-    if not np.allclose(sums, 1.0, atol=ATOL):
-        worst = float(sums.flat[np.argmax(np.abs(sums - 1.0))])
-        raise ValueError(f"{name} is not normalized: a row sums to {worst:.6g}, not 1. "
-                         "Pass probabilities (softmax of logits), not logits or counts.")
-    return np.asarray(p) if exact else arr
+from specnotes import checks
 
 
 def _num(a):
@@ -58,7 +39,7 @@ def residual(p, q):
 def emitted_distribution(p, q):
     """(V,) exact distribution of the token one round emits at a position where the draft
     samples from q: accepted drafts plus rejections resampled from the residual. Equals p."""
-    p, q = check_distribution(p, "p"), check_distribution(q, "q")
+    p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
     accepted = q * acceptance_probability(p, q)  # = min(p, q)
     return accepted + (1 - accepted.sum()) * residual(p, q)
 

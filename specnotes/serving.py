@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specnotes import roofline, theory
+from specnotes import checks, roofline, theory
 
 
 def default_shape(n_params: float) -> roofline.Shape:
@@ -32,26 +32,9 @@ def default_shape(n_params: float) -> roofline.Shape:
     return roofline.Shape(layers, 8, 128)
 
 
-def _batch(batch) -> np.ndarray:
-    b = np.asarray(batch)
-    if b.dtype.kind not in "iu" and not (b.dtype.kind == "f" and np.all(b == np.round(b))):
-        raise ValueError(f"batch must be whole sequences (an int >= 1), got {batch!r}")
-    if np.any(b < 1):
-        raise ValueError(f"batch must be >= 1, got {batch!r}")
-    return b.astype(np.int64)
-
-
-def _context(context) -> np.ndarray:
-    L = np.asarray(context, dtype=np.float64)
-    if not np.all(np.isfinite(L)) or np.any(L < 0):
-        raise ValueError("context (tokens already in each sequence's KV cache) must be >= 0, "
-                         f"got {context!r}")
-    return L
-
-
 def pass_time(batch, tokens, n_params, dtype, gpu, context=0, shape: roofline.Shape | None = None):
     """Roofline time of one pass: `batch` sequences, `tokens` new positions each, at `context`."""
-    b, L = _batch(batch), _context(context)
+    b, L = np.asarray(checks.whole(batch, "batch")), checks.whole(context, "context", low=0)
     if shape is None:
         shape = default_shape(n_params)
     return roofline.step_time(n_params, dtype, gpu, tokens=tokens, batch=b,
@@ -60,7 +43,7 @@ def pass_time(batch, tokens, n_params, dtype, gpu, context=0, shape: roofline.Sh
 
 def verify_cost(batch, k, n_params, dtype, gpu, context=0, shape: roofline.Shape | None = None):
     """A verify pass of k + 1 positions in units of a plain decode step, both at this batch."""
-    k = theory._k(k)
+    k = checks.whole(k, "k")
     return (pass_time(batch, k + 1, n_params, dtype, gpu, context, shape)
             / pass_time(batch, 1, n_params, dtype, gpu, context, shape))
 
@@ -85,17 +68,16 @@ def simulate(batch, alpha, k, c, n_params, dtype, gpu, context=0,
     Without: each pass gives every sequence one token. With: each round drafts k tokens (k x c plain
     steps at this batch) and verifies them in one pass of k + 1 positions; a sequence gains
     E = 1 + α + ... + α^k tokens per round on average."""
-    a, kk, cc = theory._alpha(alpha), theory._k(k), theory._c(c)
-    if np.any(a >= 1):
-        raise ValueError(f"alpha must be < 1 (every draft accepted forever is not a workload); got {alpha!r}")
-    b = _batch(batch)
+    a = checks.probability(alpha, "alpha (every draft accepted forever is not a workload)", high_open=True)
+    kk, cc = checks.whole(k, "k"), checks.positive(c, "c", zero=True)
+    b = np.asarray(checks.whole(batch, "batch"))
     shape = shape if shape is not None else default_shape(n_params)
     step = pass_time(b, 1, n_params, dtype, gpu, context, shape)
     verify = pass_time(b, kk + 1, n_params, dtype, gpu, context, shape)
     round_s = kk * cc * step + verify
     e = theory.expected_tokens(a, kk)
     m = roofline.machine(gpu)
-    kv = roofline.kv_cache_bytes(shape, _context(context) + kk, b, dtype)
+    kv = roofline.kv_cache_bytes(shape, checks.whole(context, "context", low=0) + kk, b, dtype)
     need = roofline.model_bytes(n_params, dtype) + kv
     fits = need <= m.memory_bytes if np.isfinite(m.memory_bytes) else np.ones_like(need, dtype=bool)
     plain_tps, spec_tps = b / step, b * e / round_s
@@ -113,20 +95,43 @@ def speedup(batch, alpha, k, c, n_params, dtype, gpu, context=0, shape: roofline
 def crossover_batch(alpha, k, c, n_params, dtype, gpu, context=0, shape: roofline.Shape | None = None,
                     max_batch: int = 4096):
     """The first batch size (1 .. max_batch) where speculation's throughput ratio drops below 1, or None
-    if it never does there (speculation loses from B = 1 gives 1)."""
-    for name, value in (("alpha", alpha), ("k", k), ("c", c), ("context", context)):
+    if it never does there (speculation loses from B = 1 gives 1).
+
+    The ratio falls as the batch grows (each pass turns from weight-bound towards compute-bound), so a
+    bisection finds the crossing in about log2(max_batch) evaluations, whatever max_batch is."""
+    for name, value in (("alpha", alpha), ("k", k), ("c", c), ("context", context), ("n_params", n_params)):
         if np.ndim(value) != 0:
             raise ValueError(f"crossover_batch takes one value of {name}; got {value!r} "
                              "(loop over it, or use speedup(), which broadcasts)")
-    batches = np.arange(1, int(max_batch) + 1)
-    ratio = speedup(batches, alpha, k, c, n_params, dtype, gpu, context, shape)
-    below = np.flatnonzero(ratio < 1)
-    return int(batches[below[0]]) if below.size else None
+    max_batch = checks.whole(max_batch, "max_batch")
+
+    def loses(b: int) -> bool:
+        return bool(speedup(b, alpha, k, c, n_params, dtype, gpu, context, shape) < 1)
+
+    if not loses(max_batch):
+        return None
+    wins, lost = 0, max_batch  # invariant: speculation still pays at `wins` (0: none tried), loses at `lost`
+    while lost - wins > 1:
+        mid = (wins + lost) // 2
+        if loses(mid):
+            lost = mid
+        else:
+            wins = mid
+    return lost
 
 
 def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
     """Speedup by batch from measured pass times: times[(batch, tokens)] in seconds, as
     `measure_grid` returns. Same formula as `simulate`, with the roofline swapped for the clock."""
+    if not isinstance(times, dict) or not times:
+        raise TypeError("times must be a non-empty dict {(batch, tokens): seconds} as measure_grid "
+                        f"returns, got {type(times).__name__}")
+    for cell, seconds in times.items():
+        if not (isinstance(cell, tuple) and len(cell) == 2):
+            raise TypeError(f"times: keys must be (batch, tokens) pairs, got {cell!r}")
+        checks.whole(cell[0], "times: a batch"), checks.whole(cell[1], "times: a token count")
+        checks.positive(seconds, f"times[{cell}]")
+    k, c = checks.whole(k, "k"), checks.positive(c, "c", zero=True)
     out = {}
     e = float(theory.expected_tokens(alpha, k))
     for b in sorted({b for b, _ in times}):

@@ -9,37 +9,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specnotes import rules
-
-
-def _alpha(alpha) -> np.ndarray:
-    a = np.asarray(alpha, dtype=np.float64)
-    if not np.all(np.isfinite(a)) or np.any((a < 0) | (a > 1)):
-        raise ValueError(f"alpha is an acceptance probability and must lie in [0, 1]; got {alpha!r}")
-    return a
-
-
-def _k(k) -> np.ndarray:
-    kk = np.asarray(k)
-    if kk.dtype.kind == "f" and np.all(np.isfinite(kk)) and np.all(kk == np.round(kk)):
-        kk = kk.astype(np.int64)
-    if kk.dtype.kind not in "iu" or np.any(kk < 1):
-        raise ValueError(f"k (drafted tokens per round) must be an integer >= 1; got {k!r}")
-    return kk
-
-
-def _c(c) -> np.ndarray:
-    cc = np.asarray(c, dtype=np.float64)
-    if not np.all(np.isfinite(cc)) or np.any(cc < 0):
-        raise ValueError(f"c (draft step cost / target step cost) must be >= 0; got {c!r}")
-    return cc
+from specnotes import checks
 
 
 def expected_tokens(alpha, k):
     """Tokens per target pass with i.i.d. acceptance alpha: 1 + alpha + ... + alpha^k.
 
     Equal to (1 - alpha^(k+1)) / (1 - alpha), and exactly k + 1 at alpha = 1 (no 0/0)."""
-    a, kk = _alpha(alpha), _k(k)
+    a, kk = checks.probability(alpha, "alpha"), checks.whole(k, "k")
     safe = np.where(a < 1, a, 0.5)
     closed = (1 - safe ** (kk + 1)) / (1 - safe)
     return np.where(a < 1, closed, kk + 1.0)[()]
@@ -47,13 +24,13 @@ def expected_tokens(alpha, k):
 
 def speedup(alpha, k, c):
     """Expected speedup over plain decoding: tokens per pass over the round's cost, k*c + 1 target steps."""
-    return (expected_tokens(alpha, k) / (_k(k) * _c(c) + 1))[()]
+    return (expected_tokens(alpha, k) / (checks.whole(k, "k") * checks.positive(c, "c", zero=True) + 1))[()]
 
 
 def best_k(alpha, c, k_max: int = 20):
     """(k, speedup) maximizing speedup over k = 1..k_max; the smallest such k on ties. Broadcasts."""
-    kk = np.arange(1, int(_k(k_max)) + 1)
-    a, cc = np.broadcast_arrays(_alpha(alpha), _c(c))
+    kk = np.arange(1, checks.whole(k_max, "k_max") + 1)
+    a, cc = np.broadcast_arrays(checks.probability(alpha, "alpha"), checks.positive(c, "c", zero=True))
     table = speedup(a[..., None], kk, cc[..., None])
     i = np.argmax(table, axis=-1)
     return (kk[i])[()], np.take_along_axis(table, i[..., None], axis=-1)[..., 0][()]
@@ -61,13 +38,13 @@ def best_k(alpha, c, k_max: int = 20):
 
 def acceptance_rate(p, q):
     """alpha of the rejection rule: sum of min(p, q) over the last axis, = 1 - TV(p, q)."""
-    p, q = rules.check_distribution(p, "p"), rules.check_distribution(q, "q")
+    p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
     return np.minimum(p, q).sum(axis=-1)[()]
 
 
 def match_acceptance_rate(p, q):
     """alpha of sample-and-match: the chance two independent draws agree, sum of p*q."""
-    p, q = rules.check_distribution(p, "p"), rules.check_distribution(q, "q")
+    p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
     return (p * q).sum(axis=-1)[()]
 
 
@@ -75,7 +52,7 @@ def expected_tokens_positional(alphas):
     """Tokens per pass when draft position i is accepted with its own rate: 1 + sum_i prod_{j<=i} alpha_j.
 
     alphas has shape (..., k), one rate per draft position (conditional on reaching it)."""
-    a = _alpha(alphas)
+    a = np.asarray(checks.probability(alphas, "alphas (one acceptance rate per draft position)"))
     if a.ndim == 0 or a.shape[-1] == 0:
         raise ValueError("alphas needs one acceptance rate per draft position, shape (..., k)")
     return (1 + np.cumprod(a, axis=-1).sum(axis=-1))[()]
@@ -99,18 +76,19 @@ class SpeedupTable(NamedTuple):
 
 def speedup_table(alphas, ks, c, k_max: int = 20) -> SpeedupTable:
     """Speedup for every (alpha, k), plus each alpha's best k over 1..k_max."""
-    a = np.atleast_1d(_alpha(alphas))
-    kk = np.atleast_1d(_k(ks))
+    a = np.atleast_1d(checks.probability(alphas, "alphas"))
+    kk = np.atleast_1d(checks.whole(ks, "ks"))
     values = speedup(a[:, None], kk[None, :], c)
     bk, bs = best_k(a, c, k_max)
-    return SpeedupTable(a, kk, float(_c(c)), values, np.atleast_1d(bk), np.atleast_1d(bs))
+    c = checks.positive(c, "c", zero=True)
+    return SpeedupTable(a, kk, c, values, np.atleast_1d(bk), np.atleast_1d(bs))
 
 
 def tokens_by_draft_length(position_alpha) -> np.ndarray:
     """E(d) for d = 0..K: expected tokens from a round that drafted d tokens, when draft position i is
     accepted with probability position_alpha[i-1] given the scan reached it (the target's own token
     always comes). The positional formula, for every draft length at once."""
-    a = _alpha(position_alpha).reshape(-1)
+    a = np.asarray(checks.probability(position_alpha, "position_alpha")).reshape(-1)
     return np.concatenate([[1.0], 1 + np.cumsum(np.cumprod(a))])
 
 
@@ -128,17 +106,22 @@ def predicted_speedup(position_alpha, draft_lengths, verify_cost, draft_cost=0.0
     A round with d drafts yields E(d) = 1 + sum_{i<=d} prod_{j<=i} alpha_j tokens (the positional
     formula) and costs verify_cost[d+1] + its draft cost. Speculation needs N * mean(cost) / mean(E)
     steps where plain needs N."""
-    a = _alpha(position_alpha).reshape(-1)
-    d = np.asarray(draft_lengths, dtype=np.int64).reshape(-1)
-    v = np.asarray(verify_cost, dtype=np.float64).reshape(-1)
-    if d.size == 0 or np.any(d < 0):
-        raise ValueError("draft_lengths needs at least one round and no negative lengths")
+    a = np.asarray(checks.probability(position_alpha, "position_alpha")).reshape(-1)
+    d = np.asarray(checks.whole(draft_lengths, "draft_lengths", low=0)).reshape(-1)
+    v = np.asarray(checks.positive(verify_cost, "verify_cost", zero=True), dtype=np.float64).reshape(-1)
     if d.max() > a.size:
-        raise ValueError(f"a round drafted {d.max()} tokens but position_alpha has only {a.size} positions")
+        raise ValueError(f"draft_lengths: a round drafted {d.max()} tokens but position_alpha has only "
+                         f"{a.size} positions")
     if v.size < d.max() + 2:
         raise ValueError(f"verify_cost must cover widths up to {d.max() + 1} (index = width)")
+    if not np.all(v[1:d.max() + 2] > 0):
+        raise ValueError(f"verify_cost: a target pass over 1..{d.max() + 1} positions must cost > 0, got "
+                         f"{v[1:d.max() + 2]!r} (index 0, a pass over nothing, is never read)")
+    prefill = checks.positive(prefill, "prefill", zero=True)
+    if n_tokens is not None:
+        n_tokens = checks.whole(n_tokens, "n_tokens")
     tokens_at = tokens_by_draft_length(a)
-    cost = v[d + 1] + _c(draft_cost)
+    cost = v[d + 1] + checks.positive(draft_cost, "draft_cost", zero=True)
     steps_per_token = cost.mean() / tokens_at[d].mean()
     if n_tokens is None or prefill == 0:
         return float(1 / steps_per_token)

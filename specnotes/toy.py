@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as sps
 
-from specnotes import rules
+from specnotes import checks, rules
 
 BOS = 0  # every sequence starts from context token 0
 MIN_EXPECTED = 5.0  # chi-square cells expecting fewer hits than this are pooled into one
@@ -51,10 +51,8 @@ class SpecStats(NamedTuple):
 
 def make_pair(vocab: int = 4, seed: int = 2, blend: float = 0.45) -> Pair:
     """Random bigram target P and a draft Q = (1 - blend) P + blend * noise, from one generator."""
-    if not isinstance(vocab, (int, np.integer)) or vocab < 2:
-        raise ValueError(f"vocab must be an int >= 2, got {vocab!r}")
-    if not 0.0 <= blend <= 1.0:
-        raise ValueError(f"blend must be in [0, 1] (0: Q == P, 1: Q is pure noise), got {blend}")
+    vocab = checks.whole(vocab, "vocab", low=2)
+    blend = checks.probability(blend, "blend (0: Q == P, 1: Q is pure noise)")
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.ones(vocab), size=vocab)
     Q = (1.0 - blend) * P + blend * rng.dirichlet(np.ones(vocab), size=vocab)
@@ -76,8 +74,8 @@ def acceptance_per_context(P, Q) -> np.ndarray:
 
 def sample_target(P, n: int, length: int, rng) -> np.ndarray:
     """(n, length) int array: n sequences drawn from the target directly, one position at a time."""
-    P = rules.check_distribution(P, "P")
-    _check_sizes(n, length)
+    P = checks.distribution(P, "P")
+    n, length = checks.whole(n, "n"), checks.whole(length, "length")
     out = np.empty((n, length), dtype=np.int64)
     prev = np.full(n, BOS)
     for t in range(length):
@@ -204,13 +202,12 @@ def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
     Each loop iteration is one round for every unfinished sequence; there is no per-sequence loop.
     A round's output beyond `length` is cut, as a real engine stops at max_new_tokens.
     """
-    P = rules.check_distribution(P, "P")
-    Q = rules.check_distribution(Q, "Q")
+    P = checks.distribution(P, "P")
+    Q = checks.distribution(Q, "Q")
     if P.shape != Q.shape or P.ndim != 2 or P.shape[0] != P.shape[1]:
         raise ValueError(f"P and Q must both be (V, V) bigram tables, got {P.shape} and {Q.shape}")
-    _check_sizes(n, length)
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k (drafted tokens per round) must be an int >= 1, got {k!r}")
+    n, length = checks.whole(n, "n"), checks.whole(length, "length")
+    k = checks.whole(k, "k (drafted tokens per round)")
     one_round = round_function(rule)
     out = np.empty((n, length), dtype=np.int64)
     calls = np.empty(n, dtype=np.int64)
@@ -250,19 +247,13 @@ def _lockstep(one_round, P, Q, k, rng, out, calls, totals, judged, accepted_at):
         active = active[pos[active] < length]
 
 
-def _check_sizes(n, length):
-    for name, v in (("n", n), ("length", length)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-
-
 # --------------------------------------------------------------------------- exact answers and statistics
 
 
 def exact_distribution(P, length: int) -> np.ndarray:
     """(V**length,) probability of every sequence, in lexicographic order (token 0 first)."""
-    P = rules.check_distribution(P, "P")
-    V = P.shape[1]
+    P = checks.distribution(P, "P")
+    V, length = P.shape[1], checks.whole(length, "length")
     if V**length > 50_000_000:
         raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
     dist = P[BOS].copy()
@@ -291,8 +282,10 @@ def _branch_rule(P, Q, rule):
 def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> np.ndarray:
     """(V**length,) exact probability of every sequence that speculative sampling emits, by walking
     every draft, accept and reject branch. Pass Fraction object arrays for exact rational arithmetic."""
-    P, Q = rules.check_distribution(P, "P"), rules.check_distribution(Q, "Q")
-    V = P.shape[1]
+    P, Q = checks.distribution(P, "P"), checks.distribution(Q, "Q")
+    V, length, k = P.shape[1], checks.whole(length, "length"), checks.whole(k, "k")
+    if V**length > 50_000_000:
+        raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
     accept, fix = _branch_rule(P, Q, rule)
     memo: dict = {}
 
@@ -343,22 +336,37 @@ def sequence_index(samples, vocab: int) -> np.ndarray:
 
 def compare(samples, exact):
     """(tv, p_value): total variation to the exact distribution, and a chi-square test
-    (scipy.stats) whose cells expecting fewer than 5 hits are pooled into one."""
+    (scipy.stats) whose cells expecting fewer than 5 hits are pooled into one.
+
+    Both inputs are checked first, because a check that cannot fail is worse than none: no samples, or
+    a reference with NaN in it, would otherwise read as p = 1 ("exact"). A sample the reference calls
+    impossible (probability 0) gives p = 0 outright."""
+    exact = checks.distribution(exact, "exact")
+    if exact.ndim != 1:
+        raise ValueError(f"exact must be one distribution over sequences (1-D), got shape {exact.shape}")
     samples = np.asarray(samples)
-    exact = np.asarray(exact, dtype=np.float64)
+    if samples.ndim != 2 or samples.shape[0] == 0 or samples.shape[1] == 0:
+        raise ValueError(f"samples must be an (n, length) array with n >= 1 sequences, got shape "
+                         f"{samples.shape}")
+    if samples.dtype.kind not in "iu":
+        raise TypeError(f"samples must hold integer token ids, got dtype {samples.dtype}")
     n, length = samples.shape
     vocab = int(round(exact.size ** (1.0 / length)))
     if vocab**length != exact.size:
         raise ValueError(f"exact has {exact.size} outcomes, not V**{length} for any V")
+    if samples.min() < 0 or samples.max() >= vocab:
+        raise ValueError(f"samples hold token ids outside 0..{vocab - 1}, the vocabulary of exact")
     counts = np.bincount(sequence_index(samples, vocab), minlength=exact.size)
     tv = 0.5 * np.abs(counts / n - exact).sum()
+    if counts[exact == 0].any():
+        return float(tv), 0.0
     expected = n * exact
     big = expected >= MIN_EXPECTED
     obs = np.append(counts[big], counts[~big].sum())
     exp = np.append(expected[big], expected[~big].sum())
     if exp[-1] == 0:
         obs, exp = obs[:-1], exp[:-1]
-    if obs.size < 2:
+    if obs.size < 2:  # every sample is the one outcome the reference allows: nothing to reject
         return float(tv), 1.0
     stat = ((obs - exp) ** 2 / exp).sum()
     return float(tv), float(sps.chi2.sf(stat, obs.size - 1))
@@ -391,7 +399,7 @@ def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "tar
 def depth_round(P, Qs):
     """A round function whose draft at depth j samples from Qs[j]: a drafter whose guesses get worse
     the further ahead it looks, so acceptance varies by position. Exact, like exact_round; k = len(Qs)."""
-    Qs = [rules.check_distribution(Qj, "Qs[j]") for Qj in Qs]
+    Qs = [checks.distribution(Qj, "Qs[j]") for Qj in Qs]
     V = P.shape[0]
     pickers = [Table(Qj).sample for Qj in Qs]
     accepts = [rules.acceptance_probability(P, Qj) for Qj in Qs]
@@ -418,7 +426,7 @@ def depth_round(P, Qs):
 
 def stationary(P) -> np.ndarray:
     """(V,) the long-run token frequencies of the bigram target: the left eigenvector of P for 1."""
-    P = rules.check_distribution(P, "P")
+    P = checks.distribution(P, "P")
     vals, vecs = np.linalg.eig(P.T)
     pi = np.real(vecs[:, np.argmin(np.abs(vals - 1))])
     return pi / pi.sum()
@@ -433,6 +441,6 @@ def predicted_alpha(P, Q) -> float:
 def expected_tv_noise(exact, n) -> np.ndarray:
     """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
     approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""
-    exact = np.asarray(exact, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)[..., None]
+    exact = checks.distribution(exact, "exact")
+    n = np.asarray(checks.positive(n, "n"))[..., None]
     return (0.5 * np.sqrt(2 * exact * (1 - exact) / (np.pi * n)).sum(axis=-1))[()]

@@ -261,20 +261,19 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
 
     import torch
 
+    from specnotes import checks
     from specnotes.engine import Result, Round, Sampler, _eos_set
     from specnotes.env import device_of
 
-    if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, T); got {tuple(input_ids.shape)}")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    vocab = target.config.vocab_size
+    seq = checks.prompt_ids(input_ids, vocab)
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
     if rule not in ("exact", "typical"):
         raise ValueError(f"rule must be 'exact' or 'typical', got {rule!r}")
     start = time.perf_counter()
     sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device_of(target))
     eos = _eos_set(target, eos_token_id)
     wants_features = getattr(drafter, "features", False)
-    seq = input_ids[0].tolist()
     drafter.reset(list(seq))
     new, trace = [], []
     cache, uncached, states = None, seq[:-1], None
@@ -282,6 +281,10 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
         while len(new) < max_new_tokens:
             room = max_new_tokens - len(new) - 1
             tree = drafter.propose(list(seq), states) if states is not None and room > 0 else Tree()
+            if not isinstance(tree, Tree):
+                raise TypeError(f"{type(drafter).__name__}.propose returned {type(tree).__name__}, "
+                                "not a Tree")
+            checks.token_ids(tree.tokens, f"the tokens {type(drafter).__name__} drafted", vocab, empty=True)
             if len(tree) and int(tree.depth.max()) > room:
                 tree = tree.cut(room)
             cache_before = (cache.get_seq_length() if cache is not None else 0) + len(uncached)

@@ -36,9 +36,9 @@ def plot_round(p, q, labels=None, ax=None):
     ((1 - alpha) * residual), against p itself. The two stacks meet p exactly."""
     import matplotlib.pyplot as plt
 
-    from specnotes import rules
+    from specnotes import checks, rules
 
-    p, q = rules.check_distribution(p, "p"), rules.check_distribution(q, "q")
+    p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
     accepted = np.minimum(p, q)
     from_residual = (1 - accepted.sum()) * rules.residual(p, q)
     x = np.arange(len(p))

@@ -51,7 +51,7 @@ def test_sampling_is_repeatable_by_seed_and_varies_across_seeds(tiny):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"max_new_tokens": 0}, "positive"),
+    ({"max_new_tokens": 0}, "max_new_tokens"),
     ({"max_new_tokens": 4, "do_sample": True, "temperature": 0.0}, "temperature"),
 ])
 def test_bad_arguments_raise_value_errors(tiny, kwargs, match):

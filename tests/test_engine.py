@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from specnotes import engine, models, toy
-from specnotes.decode import forward_pass, prompt_ids
-from specnotes.drafters import DraftModel, PromptLookup
+from specnotes.decode import forward_pass, plain_generate, prompt_ids
+from specnotes.drafters import Draft, DraftModel, PromptLookup
 
 TARGET = models.tiny_llama(seed=0, layers=4)
 PROMPT = torch.tensor([[5, 9, 2, 77, 5, 9, 2, 31, 5, 9]])
@@ -210,3 +210,90 @@ def test_top_k_and_top_p_processing_keep_the_right_tokens():
     sampler = engine.Sampler(do_sample=True, top_p=0.5, seed=0)
     probs = sampler.probs(torch.log(torch.tensor([0.1, 0.6, 0.3])))
     assert probs.tolist() == pytest.approx([0.0, 1.0, 0.0])  # 0.6 alone crosses 0.5
+
+
+# ------------------------------------------------------------------- nothing a drafter says is trusted
+
+
+class Misreports(DraftModel):
+    """A draft model that draws its tokens honestly and then reports q through `lie` (a course exercise
+    gone wrong: writing a drafter means getting q right, and the engine is the last line of defence)."""
+
+    def __init__(self, lie, name):
+        super().__init__(models.tiny_llama(seed=1, layers=1, hidden_size=32))
+        self.lie, self.name = lie, name
+
+    def propose(self, tokens, k, sampler):
+        draft = super().propose(tokens, k, sampler)
+        return draft._replace(q=self.lie(draft))
+
+
+LIES = {
+    "half of q (every draft accepted twice as often)": (lambda d: 0.5 * d.q, "do not sum to 1"),
+    "zeros (accepts every draft)": (lambda d: torch.zeros_like(d.q), "do not sum to 1"),
+    "negative": (lambda d: d.q - 2 * d.q.max(), "negative"),
+    "NaN": (lambda d: torch.full_like(d.q, float("nan")), "NaN"),
+    "one row short": (lambda d: d.q[:-1], "shape"),
+    "a vocabulary too wide": (lambda d: torch.nn.functional.pad(d.q, (0, 3)), "shape"),
+    "no mass on the drafted token": (
+        lambda d: torch.nn.functional.one_hot((torch.tensor(d.tokens) + 1) % d.q.shape[-1],
+                                              d.q.shape[-1]).float(), "probability 0"),
+    "a list, not a tensor": (lambda d: d.q.tolist(), "torch tensor"),
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+def test_a_drafter_that_misreports_q_is_refused_before_the_target_judges_anything(lie):
+    report, message = LIES[lie]
+    passes = []
+    hook = TARGET.register_forward_hook(lambda *args: passes.append(1))
+    try:
+        with pytest.raises((ValueError, TypeError), match=message) as refused:
+            engine.generate(TARGET, Misreports(report, lie), PROMPT, 20, k=4, do_sample=True, seed=0)
+    finally:
+        hook.remove()
+    assert "Misreports" in str(refused.value)  # the error names the drafter to fix
+    assert passes == []  # refused in the first round, before its drafts reached the target
+
+
+def test_the_honest_q_passes_the_check_and_greedy_never_reads_q():
+    honest = engine.generate(TARGET, Misreports(lambda d: d.q, "honest"), PROMPT, 20, k=4, do_sample=True,
+                             seed=0)
+    assert len(honest.tokens) == 20
+    # greedy verification never reads q, so a drafter's q cannot matter there and is not checked
+    greedy = engine.generate(TARGET, Misreports(lambda d: 0.5 * d.q, "half"), PROMPT, 20, k=4)
+    assert greedy.tokens == hf_greedy(TARGET, PROMPT, 20)
+
+
+class OutOfVocabulary(PromptLookup):
+    def propose(self, tokens, k, sampler=None):
+        return Draft([3, TARGET.config.vocab_size + 5], None)
+
+
+def test_drafted_ids_outside_the_vocabulary_are_refused_every_round():
+    with pytest.raises(ValueError, match=r"OutOfVocabulary drafted.*token id 261"):
+        engine.generate(TARGET, OutOfVocabulary(), PROMPT, 10)
+
+
+class NotADraft(PromptLookup):
+    def propose(self, tokens, k, sampler=None):
+        return [1, 2, 3]
+
+
+def test_a_propose_that_returns_no_draft_says_so():
+    with pytest.raises(TypeError, match=r"NotADraft.propose returned list, not a Draft"):
+        engine.generate(TARGET, NotADraft(), PROMPT, 10)
+
+
+@pytest.mark.parametrize("prompt, error, match", [
+    (torch.tensor([[]], dtype=torch.long), ValueError, "input_ids is empty"),
+    (torch.tensor([[5, 300]]), ValueError, "token id 300, outside the vocabulary 0..255"),
+    (torch.tensor([[5, -1]]), ValueError, "token id -1"),
+    (torch.tensor([[1.0, 2.0]]), TypeError, "integer token ids"),
+    ([[5, 9, 2]], TypeError, "torch tensor"),
+])
+def test_prompts_are_checked_before_the_first_pass(prompt, error, match):
+    for generate in (lambda: engine.generate(TARGET, PromptLookup(), prompt, 5),
+                     lambda: plain_generate(TARGET, prompt, 5)):
+        with pytest.raises(error, match=match):
+            generate()
