@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from specnotes.paths import data_dir
+from specnotes.paths import data_dir, write_atomic
 
 REFERENCES = data_dir() / "reference_runs"
 
@@ -377,16 +378,81 @@ def markdown(report: dict) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def save_reference(report: dict, folder: Path = REFERENCES) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{report['fingerprint']}.json"
-    path.write_text(json.dumps(report, indent=1) + "\n")
+def plan_fingerprint(p: Plan) -> str:
+    """The fingerprint run(p) will give its report on this machine, known before anything loads, so that
+    `bench_live.py --save-reference` can refuse to replace a committed reference before its minutes of
+    timing rather than after them."""
+    import torch
+
+    from specnotes.env import device_name, environment
+
+    return fingerprint({**environment().as_dict(), "device": torch.device(p.device).type,
+                        "device_name": device_name(p.device), "dtype": p.dtype})
+
+
+def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> Path:
+    """Where the reference of the machine `fp` goes. A FileExistsError when one is there already and
+    `force` is off: a reference is a committed record of a machine, and two machines whose fingerprints
+    collide (the same CPU model, say) must not replace each other's runs by accident."""
+    path = Path(REFERENCES if folder is None else folder) / f"{fp}.json"
+    if path.exists() and not force:
+        raise FileExistsError(f"{path} already exists: it is the reference of a machine with the fingerprint "
+                              f"{fp}. Pass --force (save_reference(..., force=True)) to replace it, or keep "
+                              "it and compare against it in notebook 07.")
     return path
 
 
-def references(folder: Path = REFERENCES) -> list[dict]:
-    """Every committed reference report (one per machine)."""
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+def save_reference(report: dict, folder: Path | None = None, force: bool = False) -> Path:
+    """Write `report` as the reference of its machine (data/reference_runs/<fingerprint>.json), atomically:
+    notebook 07 reads these files, and a run killed half-way must leave the old one whole."""
+    path = reference_path(report["fingerprint"], folder, force)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, json.dumps(report, indent=1) + "\n")
+
+
+_RUN_KEYS = ("mode", "prompt_kind", "sampling", "speedup", "tokens_per_s")
+
+
+def _unreadable(report) -> str | None:
+    """Why side_by_side cannot show `report` (the parsed JSON of a reference), or None when it can."""
+    if not isinstance(report, dict):
+        return f"it holds a {type(report).__name__}, not a report (a JSON object)"
+    missing = [key for key in ("fingerprint", "machine", "runs") if key not in report]
+    if missing:
+        return f"it has no {', '.join(repr(k) for k in missing)}"
+    if not isinstance(report["fingerprint"], str) or not isinstance(report["machine"], dict):
+        return "its 'fingerprint' is not a string or its 'machine' is not an object"
+    if not isinstance(report["runs"], list) or not all(isinstance(r, dict) for r in report["runs"]):
+        return "its 'runs' is not a list of records"
+    for i, run in enumerate(report["runs"]):
+        lacking = [key for key in _RUN_KEYS if key not in run]
+        if lacking:
+            return f"runs[{i}] has no {', '.join(repr(k) for k in lacking)}"
+        for key in ("speedup", "tokens_per_s"):
+            value = run[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                return f"runs[{i}]['{key}'] is {value!r}, not a positive number"
+    return None
+
+
+def references(folder: Path | None = None) -> list[dict]:
+    """Every committed reference report (one per machine). A file that cannot be read as one (cut short
+    by a killed write, hand-edited, another tool's report) is skipped with a warning naming it, so one bad
+    file does not take the comparison of notebook 07 down with it."""
+    refs = []
+    for path in sorted(Path(REFERENCES if folder is None else folder).glob("*.json")):
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problem = f"it is not readable JSON ({exc})"
+        else:
+            problem = _unreadable(report)
+        if problem is not None:
+            warnings.warn(f"skipped the reference {path}: {problem}. Re-record it with `python "
+                          "tools/bench_live.py --save-reference --force`, or delete it.", stacklevel=2)
+            continue
+        refs.append(report)
+    return refs
 
 
 def side_by_side(report: dict, refs: list[dict], sampling: str = "greedy") -> str:

@@ -1,6 +1,8 @@
 """Notebook 07's harness: the round-robin timer and its call counter, the cost-model prediction against
 the closed-form formula, the report's schema on the real model, and the CUDA plan with the device mocked."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -123,7 +125,7 @@ def test_the_timer_synchronizes_the_device_it_is_given(monkeypatch):
 def test_references_are_fingerprinted_and_shown_side_by_side(tmp_path):
     rep = {"fingerprint": "cpu-x-2t-float32", "machine": {}, "runs": [
         {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0, "tokens_per_s": 20.0}]}
-    other = {"fingerprint": "cuda-h200-1t-bfloat16", "runs": [
+    other = {"fingerprint": "cuda-h200-1t-bfloat16", "machine": {}, "runs": [
         {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0,
          "tokens_per_s": 300.0}]}
     timings.save_reference(other, tmp_path)
@@ -132,3 +134,136 @@ def test_references_are_fingerprinted_and_shown_side_by_side(tmp_path):
     assert "reference cuda-h200-1t-bfloat16" in table and "300 tok/s" in table and "20 tok/s" in table
     assert timings.fingerprint({"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}) \
         == "cpu-x86-64-2t-float32"
+
+
+def reference(fp="cpu-x-2t-float32", tokens_per_s=20.0):
+    return {"fingerprint": fp, "machine": {"device": "cpu"}, "runs": [
+        {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0,
+         "tokens_per_s": tokens_per_s}]}
+
+
+def test_save_reference_refuses_to_replace_a_committed_reference_unless_forced(tmp_path):
+    path = timings.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    with pytest.raises(FileExistsError, match=r"cpu-x-2t-float32\.json.*--force"):
+        timings.save_reference(reference(tokens_per_s=99.0), tmp_path)
+    assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 20.0  # the record is untouched
+    assert timings.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True) == path
+    assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 99.0
+
+
+class _DiskFull:
+    """A file whose write stores the first half of the data, then fails as a full disk does."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+    def write(self, data):
+        self.f.write(data[: len(data) // 2])
+        self.f.flush()
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def disk_full_under(folder, monkeypatch):
+    """Every file opened for writing under `folder` fails half-way through its write."""
+    import builtins
+    import io
+
+    real = io.open
+
+    def fake_open(file, mode="r", *args, **kwargs):
+        f = real(file, mode, *args, **kwargs)
+        return _DiskFull(f) if ("w" in mode and str(folder) in str(file)) else f
+
+    monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(builtins, "open", fake_open)
+
+
+def test_a_reference_write_that_fails_half_way_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = timings.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    before = path.read_text()
+    disk_full_under(tmp_path, monkeypatch)
+    with pytest.raises(OSError, match="No space"):
+        timings.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True)
+    monkeypatch.undo()
+    assert path.read_text() == before  # notebook 07 still reads the old reference
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # and no temporary file is left behind
+
+
+def test_unreadable_references_are_skipped_with_a_warning_naming_the_file(tmp_path):
+    good = timings.save_reference(reference("cuda-h200-1t-bfloat16", 300.0), tmp_path)
+    text = good.read_text()
+    (tmp_path / "a-truncated.json").write_text(text[: len(text) // 2])  # a write cut short
+    (tmp_path / "b-list.json").write_text("[1, 2]")
+    (tmp_path / "c-no-runs.json").write_text(json.dumps({"fingerprint": "c", "machine": {}}))
+    bad_run = reference("d")
+    del bad_run["runs"][0]["speedup"]
+    (tmp_path / "d-no-speedup.json").write_text(json.dumps(bad_run))
+    (tmp_path / "e-not-utf8.json").write_bytes(b"\xff\xfe\x00")
+    with pytest.warns(UserWarning) as caught:
+        refs = timings.references(tmp_path)
+    assert [r["fingerprint"] for r in refs] == ["cuda-h200-1t-bfloat16"]
+    said = [str(w.message) for w in caught]
+    for name, why in [("a-truncated.json", "JSON"), ("b-list.json", "list"), ("c-no-runs.json", "runs"),
+                      ("d-no-speedup.json", "speedup"), ("e-not-utf8.json", "")]:
+        assert any(name in m and why in m for m in said), (name, said)
+    assert "300 tok/s" in timings.side_by_side(reference(), refs)  # notebook 07's cell goes on
+
+
+def test_every_report_writer_writes_atomically():
+    """A half-written report or reference (a full disk, a killed run) must not replace a whole one: every
+    writer of bench/ reports and reference runs goes through paths.write_atomic."""
+    import re
+
+    from tests.notebook_utils import ROOT
+
+    for rel in ("specnotes/timings.py", "tools/bench_live.py", "tools/bench_toy.py",
+                "tools/bench_drafters.py", "tools/gpu_smoke.py"):
+        source = (ROOT / rel).read_text()
+        assert not re.search(r"\.write_(text|bytes)\(|json\.dump\(|open\([^)]*[\"']w", source), rel
+        assert "write_atomic(" in source, rel
+
+
+def fake_report(fp):
+    machine = {"device": "cpu", "device_name": "x", "dtype": "float32", "threads": 2, "torch": "t",
+               "transformers": "t"}
+    rep = {**reference(fp), "machine": machine, "plan": {"target": "t", "draft": "d"},
+           "settings": {"max_new_tokens": 4, "repeats": 1}}
+    rep["runs"][0].update(predicted_speedup=None, alpha=None, identical_to_plain=True, tokens_per_call=1.0)
+    return rep
+
+
+def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_path, monkeypatch, capsys):
+    from tests.notebook_utils import tool
+
+    bench_live = tool("bench_live")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(timings, "REFERENCES", tmp_path / "refs")
+    p = timings.plan(device="cpu")
+    fp = timings.plan_fingerprint(p)
+    monkeypatch.setattr(timings, "plan", lambda *a, **k: p)
+    committed = timings.save_reference(fake_report(fp))
+    assert committed.parent == tmp_path / "refs"
+
+    def never(*args, **kwargs):
+        raise AssertionError("the suite ran before the overwrite was refused")
+
+    monkeypatch.setattr(timings, "run", never)
+    with pytest.raises(SystemExit):
+        bench_live.main(["--save-reference"])
+    said = capsys.readouterr().err
+    assert committed.name in said and "--force" in said
+    new = fake_report(fp)
+    new["runs"][0]["tokens_per_s"] = 99.0
+    monkeypatch.setattr(timings, "run", lambda *a, **k: new)
+    assert bench_live.main(["--save-reference", "--force"]) == 0
+    assert json.loads(committed.read_text())["runs"][0]["tokens_per_s"] == 99.0
+    assert json.loads((tmp_path / "bench" / "report.json").read_text()) == new

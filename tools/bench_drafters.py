@@ -14,6 +14,7 @@ from pathlib import Path
 
 from specnotes import compare, distill, models, quick_mode
 from specnotes.env import environment, model_facts
+from specnotes.paths import write_atomic
 
 K = 3
 TRAINED = ("early-exit+adapter", "distilled-draft", "medusa", "eagle-lite", "eagle-lite+gate")
@@ -56,7 +57,7 @@ def main() -> int:
     }
     out = Path("bench")
     out.mkdir(exist_ok=True)
-    (out / "drafters.json").write_text(json.dumps(report, indent=1))
+    write_atomic(out / "drafters.json", json.dumps(report, indent=1) + "\n")
     text = (
         "# Drafters on SmolLM2-135M-Instruct, held-out prompts (greedy)\n\n"
         f"{machine['device']} ({machine['device_name']}), {machine['dtype']}, {machine['threads']} "
@@ -72,7 +73,7 @@ def main() -> int:
         + compare.markdown(free)
         + "\n" + best_line(free)
     )
-    (out / "drafters.md").write_text(text)
+    write_atomic(out / "drafters.md", text)
     print(text)
     return 0 if report["all_identical_to_plain"] else 1
 

@@ -2,6 +2,7 @@
 
     python tools/bench_live.py                     # writes bench/report.json and bench/report.md
     python tools/bench_live.py --save-reference    # also data/reference_runs/<machine>.json
+    python tools/bench_live.py --save-reference --force    # replace the reference already there
 
 `make bench` runs it. SPECNOTES_QUICK=1 uses one prompt per kind, fewer tokens and repeats.
 """
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from specnotes import quick_mode, timings
+from specnotes.paths import write_atomic
 
 
 def engine_vs_hf(report: dict) -> list[str]:
@@ -33,20 +35,29 @@ def engine_vs_hf(report: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--save-reference", action="store_true")
+    ap.add_argument("--save-reference", action="store_true",
+                    help="also write the report to data/reference_runs/<machine fingerprint>.json")
+    ap.add_argument("--force", action="store_true",
+                    help="with --save-reference: replace a reference of the same fingerprint already there")
     args = ap.parse_args(argv)
     quick = quick_mode()
-    report = timings.run(max_new_tokens=48 if quick else 96, repeats=2,
+    p = timings.plan()
+    if args.save_reference:  # refuse now, not after the minutes of timing
+        try:
+            timings.reference_path(timings.plan_fingerprint(p), force=args.force)
+        except FileExistsError as exc:
+            ap.error(str(exc))
+    report = timings.run(p, max_new_tokens=48 if quick else 96, repeats=2,
                          prompts_per_kind=1 if quick else None)
     out = Path("bench")
     out.mkdir(exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
     text = ("# Live timings: transformers' assisted generation and the specnotes engine\n\n"
             + timings.markdown(report) + "\n" + "\n".join(engine_vs_hf(report)) + "\n")
-    (out / "report.md").write_text(text)
+    write_atomic(out / "report.md", text)
     print(text)
     if args.save_reference:
-        print("reference written to", timings.save_reference(report))
+        print("reference written to", timings.save_reference(report, force=args.force))
     greedy = [r for r in report["runs"] if r["sampling"] == "greedy"]
     return 0 if all(r["identical_to_plain"] for r in greedy) else 1
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from specnotes import quick_mode, toy
-from specnotes.env import version_of
+from specnotes.env import cpu_name, version_of
+from specnotes.paths import write_atomic
 
 K, LENGTH = 3, 4
 
@@ -101,13 +102,13 @@ def main() -> int:
         "loop_tv_at_n_loop": loop_tv,
         "machine": {
             "python": platform.python_version(), "numpy": version_of("numpy"),
-            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "cpu": cpu_name(), "cores": os.cpu_count(),
             "quick": quick,
         },
     }
     out = Path("bench")
     out.mkdir(exist_ok=True)
-    (out / "toy_sampler.json").write_text(json.dumps(report, indent=1))
+    write_atomic(out / "toy_sampler.json", json.dumps(report, indent=1) + "\n")
     md = [
         f"# Toy sampler speed ({report['what']})",
         "",
@@ -124,7 +125,7 @@ def main() -> int:
         f"Machine: Python {report['machine']['python']}, numpy {report['machine']['numpy']}, "
         f"{report['machine']['cores']} cores.",
     ]
-    (out / "toy_sampler.md").write_text("\n".join(md) + "\n")
+    write_atomic(out / "toy_sampler.md", "\n".join(md) + "\n")
     print("\n".join(md))
     return 0
 

@@ -11,7 +11,9 @@ It runs, on one device:
   sampled, the drafter table (compare.run), the quick timing suite of notebook 07, the batch x tokens
   grid of notebook 08 and the numerics diagnostic.
 The report (device, dtypes, versions, every figure, seconds per section) goes to --out, by default
-bench/gpu_smoke-<machine>.json; commit a GPU run under data/reference_runs/. Under 8 minutes on one GPU
+bench/gpu_smoke-<machine>.json; commit a GPU run under data/reference_runs/gpu_smoke/ (a folder of its
+own: the files at the top of data/reference_runs/ are notebook 07's live-timing references, and
+timings.references skips, with a warning, any file there that is not one). Under 8 minutes on one GPU
 with the real model. The exit status is 1 when an fp32 greedy run differs from plain greedy.
 """
 
@@ -28,6 +30,7 @@ import torch
 from specnotes import bench, compare, engine, env, models, numerics, serving, timings, tree
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
+from specnotes.paths import write_atomic
 
 TEXTS = {
     "copy": "Copy this exactly: the quick brown fox jumps over the lazy dog, and the lazy dog sleeps on.",
@@ -198,7 +201,7 @@ def main(argv=None) -> int:
     report["seconds"] = round(time.perf_counter() - start, 1)
     out = args.out or Path("bench") / f"gpu_smoke-{timings.fingerprint(report['machine'])}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    write_atomic(out, json.dumps(report, indent=1) + "\n")
     print(f"fp32 greedy identical to plain greedy for every drafter: {report['fp32_greedy_identical']}")
     print(f"report: {out} ({report['seconds']:.0f} s)")
     return 0 if report["fp32_greedy_identical"] else 1
