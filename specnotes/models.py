@@ -33,6 +33,10 @@ from tqdm.auto import tqdm
 DEFAULT = "smollm2-135m"
 MANIFEST = "manifest.json"
 PYPI_SIMPLE = "https://pypi.org/simple"
+# What a load reads, so what every manifest must list: from_pretrained reads the config and the weights (one
+# file, or shards named by an index), AutoTokenizer the two files a fast tokenizer's save_pretrained writes.
+CONFIG, WEIGHTS, WEIGHTS_INDEX = "config.json", "model.safetensors", "model.safetensors.index.json"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 @dataclass(frozen=True)
@@ -132,28 +136,89 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
 
-def verify_store(path: Path, full: bool = False) -> str:
+def _read_manifest(path: Path, tokenizer: bool = True) -> tuple[dict, str]:
+    """({file name: {"size", "sha256", "crc32"}}, "") from a store's manifest, or ({}, what is wrong with it).
+
+    The manifest is a file on disk like the weights, so it is checked before it is believed: a hand edit,
+    a half-copied cache or another version can leave a list, null, an entry without a size, or a manifest
+    silent about the weights, and a check that skips what the manifest leaves out passes vacuously and lets
+    garbage load. So every file a load reads must be listed (config.json, the weights, and unless
+    `tokenizer=False` the tokenizer's files); a file in the folder that no load needs may go unlisted.
+    """
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        return {}, "not fetched yet" if not path.exists() else "no manifest (an interrupted write?)"
+    except OSError as exc:
+        return {}, f"the manifest cannot be read ({exc.strerror or exc})"
+    except ValueError:
+        return {}, "the manifest is unreadable (not JSON)"
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        return {}, "the manifest has no table of files"
+    for name, want in files.items():
+        if wrong := _entry_problem(name, want):
+            return {}, f"the manifest's entry for {name!r} {wrong}"
+    needed = [CONFIG, *(TOKENIZER_FILES if tokenizer else ())]
+    if WEIGHTS in files or WEIGHTS_INDEX not in files:
+        needed.append(WEIGHTS)
+    else:  # sharded weights: the index names the shards
+        try:
+            needed += sorted(set(json.loads((path / WEIGHTS_INDEX).read_text())["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}, f"{WEIGHTS_INDEX} is unreadable"
+    for name in needed:
+        if name not in files:
+            return {}, f"the manifest does not list {name}, which loading reads"
+    return files, ""
+
+
+def _entry_problem(name, want) -> str:
+    """What is wrong with one manifest entry; "" when it names a file in the store, its size and checksums."""
+    from specnotes.checks import whole
+
+    if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name or "\\" in name:
+        return "names a file outside the store"
+    if not isinstance(want, dict):
+        return "is not a table of size and checksums"
+    try:
+        whole(want.get("size"), "size", low=0)
+    except (TypeError, ValueError):
+        return f"has no size in bytes (it says {want.get('size')!r})"
+    if not _hex(want.get("sha256"), 64):
+        return "has no sha256"
+    if "crc32" in want and not _hex(want["crc32"], 8):
+        return "has a malformed CRC-32"
+    return ""
+
+
+def _hex(value, length: int) -> bool:
+    return isinstance(value, str) and re.fullmatch(f"[0-9a-f]{{{length}}}", value) is not None
+
+
+def verify_store(path: Path, full: bool = False, tokenizer: bool = True) -> str:
     """Check a stored model directory; returns "" when sound, else what is wrong.
 
-    Every call compares each file's size and CRC-32 with the manifest: it reads the 0.5 GB once,
-    at several GB/s, and catches truncation and bit rot. `full=True` also recomputes the sha256
-    (what `fetch` writes and `python -m specnotes fetch --verify` checks).
+    First the manifest itself (_read_manifest: well formed, and listing every file a load reads; pass
+    `tokenizer=False` for a store written without one). Then every call compares each file's size and
+    CRC-32 with the manifest: it reads the 0.5 GB once, at several GB/s, and catches truncation and bit
+    rot. `full=True` also recomputes the sha256 (what `fetch` writes and `python -m specnotes fetch
+    --verify` checks).
     """
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        return "not fetched yet" if not path.exists() else "no manifest (an interrupted write?)"
-    try:
-        manifest = json.loads(manifest_path.read_text())["files"]
-    except (ValueError, KeyError):
-        return "the manifest is unreadable"
-    for name, want in manifest.items():
+    files, problem = _read_manifest(path, tokenizer)
+    if problem:
+        return problem
+    for name, want in files.items():
         f = path / name
-        if not f.is_file():
-            return f"{name} is missing"
-        if f.stat().st_size != want["size"]:
-            return f"{name} has {f.stat().st_size} bytes, expected {want['size']} (truncated?)"
-        need_sha = full or "crc32" not in want  # older manifests carry only a sha256
-        crc, sha = checksums(f, sha256=need_sha)
+        try:
+            if not f.is_file():
+                return f"{name} is missing"
+            if f.stat().st_size != want["size"]:
+                return f"{name} has {f.stat().st_size} bytes, expected {want['size']} (truncated?)"
+            need_sha = full or "crc32" not in want  # older manifests carry only a sha256
+            crc, sha = checksums(f, sha256=need_sha)
+        except OSError as exc:  # unreadable, or renamed away by a rebuild in another process
+            return f"{name} cannot be read ({exc.strerror or exc})"
         if "crc32" in want and crc != want["crc32"]:
             return f"{name} fails its CRC-32 check (corrupted on disk?)"
         if need_sha and sha != want["sha256"]:
@@ -162,16 +227,18 @@ def verify_store(path: Path, full: bool = False) -> str:
 
 
 def cache_state(name: str = DEFAULT) -> CacheState:
-    """Cheap look at the store (no hashing): is the default model there and the right size?"""
+    """Cheap look at the store (no hashing): a sound manifest, and every file in it there at its size?"""
     path = model_dir(name)
-    try:
-        files = json.loads((path / MANIFEST).read_text())["files"]
-    except (OSError, ValueError, KeyError):
-        return CacheState(path, False, "not fetched yet")
+    files, problem = _read_manifest(path)
+    if problem:
+        return CacheState(path, False, problem)
     for fname, want in files.items():
         f = path / fname
-        if not f.is_file() or f.stat().st_size != want["size"]:
-            return CacheState(path, False, f"{fname} is missing or the wrong size")
+        try:
+            if not f.is_file() or f.stat().st_size != want["size"]:
+                return CacheState(path, False, f"{fname} is missing or the wrong size")
+        except OSError as exc:
+            return CacheState(path, False, f"{fname} cannot be read ({exc.strerror or exc})")
     return CacheState(path, True, "")
 
 

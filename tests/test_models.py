@@ -54,7 +54,7 @@ def test_unknown_offline_name_raises_a_clear_value_error():
 def test_write_store_round_trips_and_verifies(tmp_path):
     model = models.tiny_llama(seed=1)
     dest = models.write_store(tmp_path / "tiny", model)
-    assert models.verify_store(dest) == ""
+    assert models.verify_store(dest, tokenizer=False) == ""
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp dirs left
 
 
@@ -63,7 +63,7 @@ def test_truncated_weights_are_reported_never_loaded(tmp_path):
     weights = dest / "model.safetensors"
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 2)
-    assert "truncated" in models.verify_store(dest)
+    assert "truncated" in models.verify_store(dest, tokenizer=False)
 
 
 def test_bit_rot_is_caught_even_with_size_and_mtime_unchanged(tmp_path):
@@ -74,17 +74,17 @@ def test_bit_rot_is_caught_even_with_size_and_mtime_unchanged(tmp_path):
     data[len(data) // 2] ^= 0x10  # one flipped bit inside the tensor data
     weights.write_bytes(bytes(data))
     os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert "CRC-32" in models.verify_store(dest)
+    assert "CRC-32" in models.verify_store(dest, tokenizer=False)
 
 
 def test_full_verification_recomputes_sha256(tmp_path):
     dest = models.write_store(tmp_path / "tiny", models.tiny_llama(seed=1))
-    assert models.verify_store(dest, full=True) == ""
+    assert models.verify_store(dest, full=True, tokenizer=False) == ""
     manifest = json.loads((dest / models.MANIFEST).read_text())
     manifest["files"]["model.safetensors"]["sha256"] = "0" * 64
     (dest / models.MANIFEST).write_text(json.dumps(manifest))
-    assert models.verify_store(dest) == ""  # the fast check cannot see a sha256 mismatch...
-    assert "sha256" in models.verify_store(dest, full=True)  # ...the full one does
+    assert models.verify_store(dest, tokenizer=False) == ""  # the fast check cannot see a sha256 mismatch...
+    assert "sha256" in models.verify_store(dest, full=True, tokenizer=False)  # ...the full one does
 
 
 def test_stored_files_are_readable_by_everyone(tmp_path):
@@ -108,7 +108,7 @@ def test_an_interrupted_write_leaves_no_store(tmp_path, monkeypatch):
 def test_rewriting_a_store_replaces_it_whole(tmp_path):
     dest = models.write_store(tmp_path / "tiny", models.tiny_llama(seed=1))
     models.write_store(dest, models.tiny_llama(seed=2, layers=1))
-    assert models.verify_store(dest) == ""
+    assert models.verify_store(dest, tokenizer=False) == ""
     assert [p.name for p in tmp_path.iterdir()] == ["tiny"]
 
 
