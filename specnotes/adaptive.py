@@ -20,7 +20,7 @@ from specnotes import checks, theory
 
 class Fixed:
     def __init__(self, k: int):
-        self.k = k = checks.whole(k, "k")
+        self.k = k = checks.whole(k, "k", scalar=True)
         self.name = f"fixed k={k}"
 
     def reset(self) -> None:
@@ -37,8 +37,9 @@ class Heuristic:
     """+up after a fully accepted round, -down after any rejection; clamped to [k_min, k_max]."""
 
     def __init__(self, start: int = 5, up: int = 2, down: int = 1, k_min: int = 1, k_max: int = 20):
-        start, up, down = checks.whole(start, "start"), checks.whole(up, "up"), checks.whole(down, "down")
-        k_min, k_max = checks.whole(k_min, "k_min"), checks.whole(k_max, "k_max")
+        start, up, down = (checks.whole(v, name, scalar=True) for v, name in
+                           ((start, "start"), (up, "up"), (down, "down")))
+        k_min, k_max = checks.whole(k_min, "k_min", scalar=True), checks.whole(k_max, "k_max", scalar=True)
         if not 1 <= k_min <= start <= k_max:
             raise ValueError(f"need 1 <= k_min <= start <= k_max, got {k_min}, {start}, {k_max}")
         self.start, self.up, self.down, self.k_min, self.k_max = start, up, down, k_min, k_max
@@ -71,7 +72,8 @@ class Controller:
         checks.probability(prior, "prior")
         checks.probability(decay, "decay", low_open=True)
         checks.positive(prior_weight, "prior_weight", zero=True)
-        k_max, probe_every = checks.whole(k_max, "k_max"), checks.whole(probe_every, "probe_every")
+        k_max = checks.whole(k_max, "k_max", high=1000, scalar=True)
+        probe_every = checks.whole(probe_every, "probe_every", scalar=True)
         self.c, self.prior, self.prior_weight, self.decay = float(c), prior, prior_weight, decay
         self.k_max, self.probe_every = k_max, probe_every
         cost = np.ones(k_max + 2) if verify_cost is None else np.atleast_1d(

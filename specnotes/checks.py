@@ -16,10 +16,20 @@ ATOL = 1e-6  # how far a numpy distribution's row may sum from 1
 Q_ATOL = 1e-3  # a drafter's q comes from a softmax in 16 or 32 bits; its rows may sum this far from 1
 
 
-def _numbers(value, name: str) -> np.ndarray:
-    """value as a numpy array of real numbers, refusing bools, strings, None and complex."""
+def _has_bool(value) -> bool:
+    """A bool anywhere in a (nested) list or tuple: numpy would quietly read True as 1."""
     if isinstance(value, (bool, np.bool_)):
+        return True
+    return isinstance(value, (list, tuple)) and any(_has_bool(v) for v in value)
+
+
+def _numbers(value, name: str, scalar: bool = False) -> np.ndarray:
+    """value as a numpy array of real numbers, refusing bools (also inside lists), strings, None and
+    complex; with scalar=True, also anything but a single number."""
+    if _has_bool(value) or (hasattr(value, "dtype") and str(value.dtype) in ("bool", "torch.bool")):
         raise TypeError(f"{name} must be a number, got the bool {value!r}")
+    if scalar and np.ndim(value) != 0:
+        raise TypeError(f"{name} must be a single number, got {_shown(value)}")
     if hasattr(value, "detach"):  # a torch tensor: read it on the host
         value = value.detach().cpu().numpy()
     try:
@@ -41,13 +51,15 @@ def _out(arr: np.ndarray, scalar: bool):
     return arr[()] if scalar else arr
 
 
-def whole(value, name: str, low: int = 1, high: int | None = None):
-    """An int (or an integer array) in [low, high]. Floats with whole values (3.0) pass; 2.5 does not."""
-    scalar = np.ndim(value) == 0
+def whole(value, name: str, low: int = 1, high: int | None = None, scalar: bool = False):
+    """An int (or, unless scalar=True, an integer array) in [low, high]. Floats with whole values (3.0)
+    pass; 2.5 does not."""
+    one = np.ndim(value) == 0
     numeric = isinstance(value, (numbers.Real, np.ndarray, np.generic)) or hasattr(value, "detach")
-    if isinstance(value, (bool, np.bool_)) or (scalar and not numeric):
+    if isinstance(value, (bool, np.bool_)) or (one and not numeric):
         raise TypeError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
-    arr = _numbers(value, name)
+    arr = _numbers(value, name, scalar)
+    scalar = one
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must be a whole number, got {_shown(value)}")
@@ -60,9 +72,10 @@ def whole(value, name: str, low: int = 1, high: int | None = None):
     return int(arr) if scalar else arr
 
 
-def positive(value, name: str, zero: bool = False):
-    """A finite real number (or array of them) > 0, or >= 0 with zero=True, as float64."""
-    arr = _numbers(value, name).astype(np.float64)
+def positive(value, name: str, zero: bool = False, scalar: bool = False):
+    """A finite real number (or, unless scalar=True, an array of them) > 0, or >= 0 with zero=True, as
+    float64."""
+    arr = _numbers(value, name, scalar).astype(np.float64)
     if arr.size == 0 and np.ndim(value) != 0:
         raise ValueError(f"{name} must not be empty")
     if not np.all(np.isfinite(arr)):
@@ -72,9 +85,10 @@ def positive(value, name: str, zero: bool = False):
     return float(arr) if np.ndim(value) == 0 else arr
 
 
-def probability(value, name: str, low_open: bool = False, high_open: bool = False):
-    """A probability (or array of them): finite, in [0, 1]; either end may be excluded."""
-    arr = _numbers(value, name).astype(np.float64)
+def probability(value, name: str, low_open: bool = False, high_open: bool = False, scalar: bool = False):
+    """A probability (or, unless scalar=True, an array of them): finite, in [0, 1]; either end may be
+    excluded."""
+    arr = _numbers(value, name, scalar).astype(np.float64)
     if arr.size == 0 and np.ndim(value) != 0:
         raise ValueError(f"{name} must not be empty")
     low_bad = (arr <= 0) if low_open else (arr < 0)
@@ -182,13 +196,13 @@ def sampling(do_sample, temperature, top_k, top_p, seed) -> None:
         raise TypeError(f"do_sample must be True or False, got {do_sample!r}")
     if do_sample:
         try:
-            positive(temperature, "temperature")
+            positive(temperature, "temperature", scalar=True)
         except ValueError as exc:
             raise ValueError(f"{exc}; sampling needs a finite temperature > 0 "
                              "(use do_sample=False for greedy, the temperature -> 0 limit)") from None
     if top_k is not None:
-        whole(top_k, "top_k")
+        whole(top_k, "top_k", scalar=True)
     if top_p is not None:
-        probability(top_p, "top_p", low_open=True)
+        probability(top_p, "top_p", low_open=True, scalar=True)
     if seed is not None:
-        whole(seed, "seed", low=0)
+        whole(seed, "seed", low=0, scalar=True)

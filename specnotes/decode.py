@@ -79,6 +79,10 @@ def forward_pass(model, input_ids, cache=None, keep: int | None = None):
     """One forward pass with a KV cache: returns ((1, T, V) logits, the updated cache).
     keep=n returns only the last n rows (the LM head then skips the rest: a long prompt's logits
     would otherwise cost T × V floats)."""
+    if keep is not None:
+        from specnotes import checks
+
+        keep = checks.whole(keep, "keep", scalar=True)
     kwargs = {_cache_kwarg(type(model)): cache}
     if keep is not None and _accepts_logits_to_keep(type(model)):
         kwargs["logits_to_keep"] = keep
@@ -109,7 +113,7 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     from specnotes.env import device_of
 
     checks.prompt_ids(input_ids, model.config.vocab_size)
-    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.sampling(do_sample, temperature, None, None, seed)
     device = device_of(model)  # the model's device decides, not the ids': timers sync this one
     input_ids = input_ids.to(device)

@@ -225,8 +225,8 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     start = time.perf_counter()
     vocab = target.config.vocab_size
     seq = checks.prompt_ids(input_ids, vocab)
-    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
-    k = checks.whole(k, "k (drafted tokens per round)")
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
+    k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
     who = type(drafter).__name__
     draft_model = getattr(drafter, "model", None)
     if draft_model is not None and draft_model.config.vocab_size != target.config.vocab_size:
@@ -295,7 +295,7 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     from specnotes.env import device_of, host
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
-    length = checks.whole(length, "length")
+    length = checks.whole(length, "length", scalar=True)
     if model.config.vocab_size ** length > 10_000_000:
         raise ValueError(f"length: V**length = {model.config.vocab_size}**{length} outcomes is too many to "
                          "enumerate; this reference is for tiny vocabularies and a few tokens")

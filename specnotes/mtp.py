@@ -22,6 +22,10 @@ import numpy as np
 def toy_language(vocab: int = 32, branching: int = 3, seed: int = 0) -> np.ndarray:
     """(vocab, vocab, vocab) second-order transition table: after tokens (a, b) the next token is one of
     `branching` successors, with skewed probabilities."""
+    from specnotes import checks
+
+    vocab = checks.whole(vocab, "vocab", low=4, scalar=True)
+    branching = checks.whole(branching, "branching", scalar=True)
     if vocab < 4 or not 1 <= branching <= vocab:
         raise ValueError(f"need vocab >= 4 and 1 <= branching <= vocab; got {vocab}, {branching}")
     rng = np.random.default_rng(seed)
@@ -35,6 +39,9 @@ def toy_language(vocab: int = 32, branching: int = 3, seed: int = 0) -> np.ndarr
 
 def sample_language(table: np.ndarray, n: int, length: int, seed: int = 0) -> np.ndarray:
     """(n, length) sequences from the second-order table (vectorized over sequences)."""
+    from specnotes import checks
+
+    n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", low=2, scalar=True)
     rng = np.random.default_rng(seed)
     vocab = table.shape[0]
     out = np.empty((n, length), dtype=np.int64)
@@ -61,9 +68,13 @@ def train(lam: float = 0.3, steps: int = 300, seconds: float | None = None, voca
 
     import torch
 
-    from specnotes import models
+    from specnotes import checks, models
     from specnotes.drafters.eagle import new_model
 
+    lam = checks.positive(lam, "lam", zero=True, scalar=True)
+    steps = checks.whole(steps, "steps", scalar=True)
+    if seconds is not None:
+        seconds = checks.positive(seconds, "seconds", scalar=True)
     torch.manual_seed(seed)
     data = torch.as_tensor(sample_language(toy_language(vocab, seed=seed), 512, 48, seed=seed))
     model = models.tiny_llama(seed=seed, vocab_size=vocab, hidden_size=64, layers=2).train()

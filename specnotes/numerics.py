@@ -39,10 +39,14 @@ def verify_vs_steps(model, input_ids, k: int = 4, dtype=None) -> PassComparison:
     top of the same prompt cache, and compare the logits position by position."""
     import torch
 
+    from specnotes import checks
     from specnotes.decode import forward_pass
+    from specnotes.env import device_of
 
+    k = checks.whole(k, "k", scalar=True)
+    checks.prompt_ids(input_ids, model.config.vocab_size)
     m = as_dtype(model, dtype) if dtype is not None else model
-    ids = input_ids.to(next(m.parameters()).device)
+    ids = input_ids.to(device_of(m))
     with torch.inference_mode():
         logits, cache = forward_pass(m, ids, keep=1)
         tokens, singles = [int(logits[0, -1].argmax())], []
@@ -82,12 +86,14 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     logits up to the rounding this module is about, which is fine for telling a near-tie from a gap."""
     import torch
 
-    from specnotes import engine
+    from specnotes import checks, engine
     from specnotes.bench import first_difference
     from specnotes.decode import forward_pass, plain_generate
+    from specnotes.env import device_of
 
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     m = as_dtype(model, dtype) if dtype is not None else model
-    ids = input_ids.to(next(m.parameters()).device)
+    ids = input_ids.to(device_of(m))
     plain = plain_generate(m, ids, max_new_tokens, eos_token_id=-1).tokens
     spec = engine.generate(m, drafter, ids, max_new_tokens, k=k, eos_token_id=-1).tokens
     with torch.inference_mode():

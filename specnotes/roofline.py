@@ -101,7 +101,7 @@ def machine(gpu) -> Machine:
         return this_machine()
     machines = catalog()
     if gpu not in machines:
-        raise ValueError(f"unknown GPU {gpu!r}; the catalog has: {', '.join(machines)}, "
+        raise ValueError(f"gpu: unknown GPU {gpu!r}; the catalog has: {', '.join(machines)}, "
                          f"and {THIS_MACHINE!r} (measured here)")
     return machines[gpu]
 
@@ -174,6 +174,9 @@ def measure_bandwidth(device=None, megabytes: int = 256, repeats: int = 5,
 
     from specnotes.bench import time_call
 
+    megabytes, repeats = checks.whole(megabytes, "megabytes", scalar=True), checks.whole(repeats, "repeats",
+                                                                                          scalar=True)
+    matrix_megabytes = checks.whole(matrix_megabytes, "matrix_megabytes", high=megabytes, scalar=True)
     device = _device_default(device)
     d = 1024
     cols = matrix_megabytes * 2**20 // 4 // d
@@ -196,6 +199,7 @@ def measure_matmul_flops(device=None, n: int = 1024, dtype=None, repeats: int = 
     from specnotes.bench import time_call
     from specnotes.env import default_dtype
 
+    n, repeats = checks.whole(n, "n", scalar=True), checks.whole(repeats, "repeats", scalar=True)
     device = _device_default(device)
     dtype = dtype or default_dtype(device)
     gen = torch.Generator().manual_seed(0)

@@ -103,7 +103,7 @@ def crossover_batch(alpha, k, c, n_params, dtype, gpu, context=0, shape: rooflin
         if np.ndim(value) != 0:
             raise ValueError(f"crossover_batch takes one value of {name}; got {value!r} "
                              "(loop over it, or use speedup(), which broadcasts)")
-    max_batch = checks.whole(max_batch, "max_batch")
+    max_batch = checks.whole(max_batch, "max_batch", scalar=True)
 
     def loses(b: int) -> bool:
         return bool(speedup(b, alpha, k, c, n_params, dtype, gpu, context, shape) < 1)
@@ -131,7 +131,7 @@ def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
             raise TypeError(f"times: keys must be (batch, tokens) pairs, got {cell!r}")
         checks.whole(cell[0], "times: a batch"), checks.whole(cell[1], "times: a token count")
         checks.positive(seconds, f"times[{cell}]")
-    k, c = checks.whole(k, "k"), checks.positive(c, "c", zero=True)
+    k, c = checks.whole(k, "k", scalar=True), checks.positive(c, "c", zero=True, scalar=True)
     out = {}
     e = float(theory.expected_tokens(alpha, k))
     for b in sorted({b for b, _ in times}):
@@ -152,8 +152,13 @@ def measure_grid(model, batches=(1, 2, 4, 8, 16, 32), tokens=(1, 2, 4, 8), conte
     from tqdm.auto import tqdm
 
     from specnotes.decode import forward_pass, sync
+    from specnotes.env import device_of
 
-    device = next(model.parameters()).device
+    batches = [int(b) for b in np.atleast_1d(checks.whole(batches, "batches"))]
+    tokens = [int(t) for t in np.atleast_1d(checks.whole(tokens, "tokens"))]
+    context, repeats = checks.whole(context, "context", scalar=True), checks.whole(repeats, "repeats",
+                                                                                    scalar=True)
+    device = device_of(model)
     gen = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
     cells = [(b, t) for b in batches for t in tokens]

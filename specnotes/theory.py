@@ -29,7 +29,7 @@ def speedup(alpha, k, c):
 
 def best_k(alpha, c, k_max: int = 20):
     """(k, speedup) maximizing speedup over k = 1..k_max; the smallest such k on ties. Broadcasts."""
-    kk = np.arange(1, checks.whole(k_max, "k_max") + 1)
+    kk = np.arange(1, checks.whole(k_max, "k_max", high=1000, scalar=True) + 1)
     a, cc = np.broadcast_arrays(checks.probability(alpha, "alpha"), checks.positive(c, "c", zero=True))
     table = speedup(a[..., None], kk, cc[..., None])
     i = np.argmax(table, axis=-1)
@@ -119,7 +119,7 @@ def predicted_speedup(position_alpha, draft_lengths, verify_cost, draft_cost=0.0
                          f"{v[1:d.max() + 2]!r} (index 0, a pass over nothing, is never read)")
     prefill = checks.positive(prefill, "prefill", zero=True)
     if n_tokens is not None:
-        n_tokens = checks.whole(n_tokens, "n_tokens")
+        n_tokens = checks.whole(n_tokens, "n_tokens", scalar=True)
     tokens_at = tokens_by_draft_length(a)
     cost = v[d + 1] + checks.positive(draft_cost, "draft_cost", zero=True)
     steps_per_token = cost.mean() / tokens_at[d].mean()

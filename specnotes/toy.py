@@ -75,7 +75,7 @@ def acceptance_per_context(P, Q) -> np.ndarray:
 def sample_target(P, n: int, length: int, rng) -> np.ndarray:
     """(n, length) int array: n sequences drawn from the target directly, one position at a time."""
     P = checks.distribution(P, "P")
-    n, length = checks.whole(n, "n"), checks.whole(length, "length")
+    n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", scalar=True)
     out = np.empty((n, length), dtype=np.int64)
     prev = np.full(n, BOS)
     for t in range(length):
@@ -206,8 +206,8 @@ def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
     Q = checks.distribution(Q, "Q")
     if P.shape != Q.shape or P.ndim != 2 or P.shape[0] != P.shape[1]:
         raise ValueError(f"P and Q must both be (V, V) bigram tables, got {P.shape} and {Q.shape}")
-    n, length = checks.whole(n, "n"), checks.whole(length, "length")
-    k = checks.whole(k, "k (drafted tokens per round)")
+    n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", scalar=True)
+    k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
     one_round = round_function(rule)
     out = np.empty((n, length), dtype=np.int64)
     calls = np.empty(n, dtype=np.int64)
@@ -253,7 +253,7 @@ def _lockstep(one_round, P, Q, k, rng, out, calls, totals, judged, accepted_at):
 def exact_distribution(P, length: int) -> np.ndarray:
     """(V**length,) probability of every sequence, in lexicographic order (token 0 first)."""
     P = checks.distribution(P, "P")
-    V, length = P.shape[1], checks.whole(length, "length")
+    V, length = P.shape[1], checks.whole(length, "length", scalar=True)
     if V**length > 50_000_000:
         raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
     dist = P[BOS].copy()
@@ -283,7 +283,7 @@ def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> 
     """(V**length,) exact probability of every sequence that speculative sampling emits, by walking
     every draft, accept and reject branch. Pass Fraction object arrays for exact rational arithmetic."""
     P, Q = checks.distribution(P, "P"), checks.distribution(Q, "Q")
-    V, length, k = P.shape[1], checks.whole(length, "length"), checks.whole(k, "k")
+    V, length, k = P.shape[1], checks.whole(length, "length", scalar=True), checks.whole(k, "k", scalar=True)
     if V**length > 50_000_000:
         raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
     accept, fix = _branch_rule(P, Q, rule)

@@ -267,7 +267,7 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
 
     vocab = target.config.vocab_size
     seq = checks.prompt_ids(input_ids, vocab)
-    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens")
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     if rule not in ("exact", "typical"):
         raise ValueError(f"rule must be 'exact' or 'typical', got {rule!r}")
     start = time.perf_counter()

@@ -145,8 +145,11 @@ class SpeedupView(NamedTuple):
 
 def speedup_view(alpha: float, k: int, c: float, k_max: int = 16) -> SpeedupView:
     """Everything the explorer shows for one slider position (pure; no drawing)."""
-    from specnotes import theory
+    from specnotes import checks, theory
 
+    alpha = checks.probability(alpha, "alpha", scalar=True)
+    c = checks.positive(c, "c", zero=True, scalar=True)
+    k, k_max = checks.whole(k, "k", scalar=True), checks.whole(k_max, "k_max", high=1000, scalar=True)
     ks = np.arange(1, k_max + 1)
     speedups = theory.speedup(alpha, ks, c)
     tokens = theory.expected_tokens(alpha, ks)

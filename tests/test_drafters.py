@@ -291,7 +291,7 @@ def test_the_larger_free_form_set_is_committed_and_never_touches_a_held_out_subj
 def test_bad_arguments_are_refused_clearly():
     with pytest.raises(ValueError, match="layers"):
         student(TARGET, (0, 9))
-    with pytest.raises(ValueError, match="n >= 2"):
+    with pytest.raises(ValueError, match=r"n \(the n-gram length\) must be >= 2"):
         Lookahead(n=1)
     with pytest.raises(ValueError, match="max_match"):
         Suffix(max_match=0)

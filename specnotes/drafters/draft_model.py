@@ -17,8 +17,11 @@ class DraftModel:
     works alike)."""
 
     def __init__(self, model, stop_below: float | None = None):
-        if stop_below is not None and not 0 <= stop_below < 1:
-            raise ValueError(f"stop_below is a probability threshold in [0, 1), got {stop_below!r}")
+        if stop_below is not None:
+            from specnotes import checks
+
+            stop_below = checks.probability(stop_below, "stop_below (a probability threshold)",
+                                            high_open=True, scalar=True)
         self.model = model
         self.stop_below = stop_below
         self.cache = None

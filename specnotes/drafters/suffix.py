@@ -63,6 +63,12 @@ class Suffix:
 
     def __init__(self, max_match: int = 12, max_tokens: int = 24, factor: float = 2.0, min_prob: float = 0.3,
                  remember: bool = True):
+        from specnotes import checks
+
+        max_match = checks.whole(max_match, "max_match", scalar=True)
+        max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
+        factor = checks.positive(factor, "factor", scalar=True)
+        min_prob = checks.probability(min_prob, "min_prob", scalar=True)
         if max_match < 1 or max_tokens < 1 or factor <= 0 or not 0 <= min_prob <= 1:
             raise ValueError("need max_match >= 1, max_tokens >= 1, factor > 0 and 0 <= min_prob <= 1")
         self.max_match, self.max_tokens, self.factor, self.min_prob = max_match, max_tokens, factor, min_prob
