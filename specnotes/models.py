@@ -698,9 +698,9 @@ def truncated(model, n_layers: int):
 
     import torch
 
-    total = model.config.num_hidden_layers
-    if not isinstance(n_layers, int) or not 1 <= n_layers <= total:
-        raise ValueError(f"n_layers must be an int in 1..{total}, got {n_layers!r}")
+    from specnotes import checks
+
+    n_layers = checks.whole(n_layers, "n_layers", high=model.config.num_hidden_layers, scalar=True)
     config = copy.deepcopy(model.config)
     config.num_hidden_layers = n_layers
     if getattr(config, "layer_types", None):
@@ -724,6 +724,13 @@ def tiny_llama(seed: int = 0, vocab_size: int = 256, hidden_size: int = 64, laye
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from specnotes import checks
+
+    vocab_size, hidden_size, layers, heads, kv_heads, max_positions = (
+        checks.whole(v, name, low=low, high=high, scalar=True) for v, name, low, high in (
+            (vocab_size, "vocab_size", 2, 10_000_000), (hidden_size, "hidden_size", 1, 65_536),
+            (layers, "layers", 1, 1024), (heads, "heads", 1, None), (kv_heads, "kv_heads", 1, None),
+            (max_positions, "max_positions", 1, None)))
     if hidden_size % heads or heads % kv_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must divide by heads ({heads}), "
                          f"and heads by kv_heads ({kv_heads})")
