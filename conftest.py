@@ -45,6 +45,7 @@ SLOW_TESTS = {
     "tests/test_drafters.py::test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text": 12,
     "tests/test_drafters.py::test_a_drafter_that_misreports_q_fails_the_same_test": 9,
     "tests/test_models.py::test_truncated_real_cache_is_rebuilt_and_loads_the_same_model": 30,
+    "tests/test_store_faults.py::test_as_root_the_read_only_tests_run_with_roots_override_dropped": 22,
     "tests/test_widgets.py::test_view_is_consistent_over_the_full_slider_grid": 12,
     "tests/test_adaptive.py::test_adaptive_drafting_stays_exact": 9,
     "tests/test_gpu_smoke.py::test_the_gpu_smoke_run_covers_every_section_on_the_cpu": 16,

@@ -9,6 +9,7 @@ writes a tiny random Llama and a word-level tokenizer, so a fetch takes a second
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,7 +222,7 @@ def read_only(tmp_path):
         pass
     else:
         pytest.skip(f"uid {os.geteuid()} writes into a 0o555 folder (root ignores file modes), so no cache "
-                    "can be made read-only here; run this test as a normal user")
+                    "can be made read-only here (the as_root test below reruns it without that override)")
     finally:
         probe.chmod(0o755)
     made = []
@@ -367,3 +368,17 @@ def test_two_fetches_at_once_download_and_build_once(stand_in):
     assert errors == []
     assert paths == [models.model_dir()] * 2
     assert (stand_in.downloads, stand_in.builds) == (1, 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="only root skips the read-only tests above; as anyone else they ran directly")
+def test_as_root_the_read_only_tests_run_with_roots_override_dropped():
+    """Root writes through file modes, so the read-only tests above skip for it, and CI may well run as
+    root. Here they run again in a child whose bounding set lacks CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH (util-linux's setpriv), where a 0o555 folder is read-only even for uid 0."""
+    run = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", sys.executable, "-m", "pytest",
+         "-q", "-p", "no:cacheprovider", "-k", "read_only and not as_root", __file__],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "3 passed" in run.stdout and "skipped" not in run.stdout, run.stdout[-2000:]
