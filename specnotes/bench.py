@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from specnotes import checks
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ def time_call(fn: Callable[[], object], repeats: int = 7, warmup: int = 2, devic
     """Run fn `warmup` times untimed, then `repeats` times timed (synchronizing CUDA around each)."""
     from specnotes.decode import sync
 
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of no arguments (the work to time), got {type(fn).__name__}")
+    repeats = checks.whole(repeats, "repeats", scalar=True)
+    warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
     for _ in range(warmup):
         fn()
     sync(device)
@@ -50,22 +54,27 @@ def time_call(fn: Callable[[], object], repeats: int = 7, warmup: int = 2, devic
 
 def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, warmup: int = 2) -> Timing:
     """Time one forward pass over `tokens` new positions on top of a KV cache of `context` positions
-    (the cache is cropped back after every pass, so each run sees the same context)."""
+    (the cache is cropped back after every pass, so each run sees the same context; context 0 times
+    the pass with no cache at all, as a prompt's first pass runs)."""
     import torch
 
     from specnotes.decode import forward_pass
 
+    context = checks.whole(context, "context", low=0, scalar=True)
+    tokens = checks.whole(tokens, "tokens", scalar=True)
+    fits(model, context + tokens, "context + tokens")
     device = next(model.parameters()).device
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(vocab, (1, context), generator=gen).to(device)
     new = torch.randint(vocab, (1, tokens), generator=gen).to(device)
     with torch.inference_mode():
-        _, cache = forward_pass(model, prompt)
+        cache = forward_pass(model, prompt)[1] if context else None
 
         def step():
             forward_pass(model, new, cache)
-            cache.crop(-tokens)
+            if cache is not None:
+                cache.crop(-tokens)
 
         return time_call(step, repeats, warmup, device)
 
@@ -112,6 +121,40 @@ class Sample:
     output: Output
 
 
+def fits(model, positions: int, what: str) -> None:
+    """A ValueError when `positions` is more than the model was built for (a huge context or width
+    would otherwise allocate until the machine runs out of memory)."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and positions > limit:
+        raise ValueError(f"{what} is {positions} positions, more than the model's {limit} "
+                         "(config.max_position_embeddings): use a smaller setting")
+
+
+def check_samplings(samplings) -> tuple[str, ...]:
+    """samplings as a tuple of 'greedy' and/or 'sample'. A bare string is refused: iterated letter by
+    letter it would ask for the sampling 'g', so ('greedy',) was meant."""
+    if isinstance(samplings, str) or not isinstance(samplings, (tuple, list)):
+        raise TypeError(f"samplings must be a tuple such as ('greedy',) or ('greedy', 'sample'), "
+                        f"got {samplings!r}")
+    if not samplings:
+        raise ValueError("samplings is empty: give ('greedy',), ('sample',) or both")
+    for s in samplings:
+        if s not in ("greedy", "sample"):
+            raise ValueError(f"sampling must be 'greedy' or 'sample', got {s!r}")
+    return tuple(samplings)
+
+
+def prompt_tensor(ids, name: str, model) -> None:
+    """A TypeError or ValueError naming `name` unless ids is a (1, T) tensor of the model's token ids,
+    T >= 1 (what decode.prompt_ids returns)."""
+    if not hasattr(ids, "detach"):
+        raise TypeError(f"{name} must be a (1, T) tensor of token ids (decode.prompt_ids makes one), "
+                        f"got a {type(ids).__name__}")
+    if ids.ndim != 2 or ids.shape[0] != 1:
+        raise ValueError(f"{name} must hold one prompt, shape (1, T); got shape {tuple(ids.shape)}")
+    checks.token_ids(ids[0], name, model.config.vocab_size)
+
+
 def first_difference(a: list, b: list) -> int | None:
     """The first position where two token lists differ (a length difference counts), or None."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -134,13 +177,26 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     from specnotes.env import device_of
 
     device = device_of(model) if device is None else device
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    repeats = checks.whole(repeats, "repeats", scalar=True)
+    warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
+    seed, samplings = checks.whole(seed, "seed", low=0, scalar=True), check_samplings(samplings)
+    for what, value, shape in (("modes", modes, "name -> fn(input_ids, do_sample, seed)"),
+                               ("prompts", prompts, "kind -> list of (1, T) input ids")):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{what} must be a dict ({shape}), got a {type(value).__name__}")
+        if not value:
+            raise ValueError(f"{what} is empty: there would be nothing to time")
+    for name, fn in modes.items():
+        if not callable(fn):
+            raise TypeError(f"modes[{name!r}] must be a function (input_ids, do_sample, seed) -> Output, "
+                            f"got a {type(fn).__name__}")
+    for kind, lst in prompts.items():
+        if not isinstance(lst, (list, tuple)) or not lst:
+            raise ValueError(f"prompts[{kind!r}] must be a non-empty list of (1, T) input ids, got {lst!r}")
+        for i, ids in enumerate(lst):
+            prompt_tensor(ids, f"prompts[{kind!r}][{i}]", model)
     jobs = [(s, kind, i, ids) for s in samplings
             for kind, lst in prompts.items() for i, ids in enumerate(lst)]
-    for s in samplings:
-        if s not in ("greedy", "sample"):
-            raise ValueError(f"sampling must be 'greedy' or 'sample', got {s!r}")
     samples = []
     total = (warmup + repeats) * len(jobs) * len(modes)
     quiet = {} if progress else {"disable": True}
@@ -154,6 +210,10 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
                         out = fn(ids, s == "sample", seed)  # same seed each repeat: same work
                         sync(device)
                         seconds = time.perf_counter() - start
+                    if not isinstance(out, Output):
+                        raise TypeError(f"mode {name!r} returned a {type(out).__name__}; a mode must return "
+                                        "bench.Output(tokens), with the engine's Result and the drafting "
+                                        "seconds for an engine mode")
                     if rep >= 0:
                         samples.append(Sample(name, kind, i, s, seconds, calls.n, out))
                     bar.update()

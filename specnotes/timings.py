@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specnotes import checks
 from specnotes.paths import data_dir, write_atomic
 
 REFERENCES = data_dir() / "reference_runs"
@@ -61,12 +62,24 @@ def plan(device: str | None = None, online: bool | None = None) -> Plan:
     """What to time here, in the dtype the device runs natively (env.default_dtype: fp16 on a T4, bf16 on
     Ampere and newer, fp32 on the CPU). On CUDA with the hub reachable (Colab): the seed article's pair,
     SmolLM2-360M verified by SmolLM2-135M. Otherwise: the offline 135M model and its distilled draft."""
+    import torch
+
     from specnotes import models
     from specnotes.env import default_device, default_dtype, dtype_name
 
-    device = device or default_device()
+    if device is not None:
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError(f"device must be a device name such as 'cuda' or 'cpu', got {device!r}")
+        try:
+            torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"device {device!r} is not a torch device: use 'cuda', 'cuda:1' or "
+                             "'cpu'") from None
+    if online is not None and not isinstance(online, bool):
+        raise TypeError(f"online must be True, False or None (None asks the hub), got {online!r}")
+    device = str(device or default_device())
     dtype = dtype_name(default_dtype(device))
-    if device == "cuda":
+    if torch.device(device).type == "cuda":
         if online is None:
             online = models._hub_reachable()
         if online:
@@ -105,6 +118,10 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
     from specnotes.drafters import DraftModel, EarlyExit, PromptLookup, Suffix
     from specnotes.env import to_model
     from specnotes.models import _quiet_transformers
+
+    # checked now, not at the first timed call, when transformers' generate would already have run
+    k = checks.whole(k, "k", scalar=True)
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
 
     def hf(**extra_kwargs):
         def run(ids, do_sample, seed):
@@ -174,9 +191,15 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
 
     import torch
 
+    from specnotes.bench import fits, prompt_tensor
     from specnotes.decode import forward_pass, sync
     from specnotes.env import device_of
 
+    max_width = checks.whole(max_width, "max_width", scalar=True)
+    context_extra = checks.whole(context_extra, "context_extra", low=0, scalar=True)
+    repeats = checks.whole(repeats, "repeats", scalar=True)
+    prompt_tensor(ids, "ids", target)
+    fits(target, ids.shape[1] + context_extra + max_width, "the prompt + context_extra + max_width")
     device = device_of(target)
     ids = ids.to(device)
     grid = sorted({w for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33) if w <= max_width} | {max_width})
@@ -191,7 +214,8 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
             sync(device)
             if rep:
                 prefill.append(time.perf_counter() - start)
-            _, cache = forward_pass(target, extra[:, :context_extra], cache)
+            if context_extra:
+                _, cache = forward_pass(target, extra[:, :context_extra], cache)
             for w in grid:
                 sync(device)
                 start = time.perf_counter()
@@ -210,12 +234,56 @@ def _group(samples, mode, kind, sampling):
     return [s for s in samples if s.mode == mode and s.prompt_kind == kind and s.sampling == sampling]
 
 
+def _checked(samples, costs) -> list:
+    """samples as a list, once they hold what summarize relies on, else an error saying what is off:
+    bench.Samples with a finite positive time and at least one token, the same number of repeats of
+    every prompt (numbered 0, 1, ... within its kind), one Costs per prompt, and a 'plain' run of every
+    prompt kind and sampling (every speedup is measured against it)."""
+    from collections import Counter
+
+    from specnotes.bench import Output, Sample
+
+    samples = list(samples)
+    if not samples:
+        raise ValueError("samples is empty: pass what bench.round_robin returned")
+    for i, s in enumerate(samples):
+        if not isinstance(s, Sample):
+            raise TypeError(f"samples[{i}] is a {type(s).__name__}, not a bench.Sample")
+        checks.positive(s.seconds, f"samples[{i}].seconds", scalar=True)
+        if not isinstance(s.output, Output) or not s.output.tokens:
+            raise ValueError(f"samples[{i}] ({s.mode}, {s.prompt_kind} prompt {s.prompt}) has no tokens: "
+                             "every mode must generate at least one")
+    if not isinstance(costs, dict):
+        raise TypeError(f"costs must be a dict: prompt kind -> list of Costs, got a {type(costs).__name__}")
+    for mode, kind, sampling in dict.fromkeys((s.mode, s.prompt_kind, s.sampling) for s in samples):
+        runs = Counter(s.prompt for s in _group(samples, mode, kind, sampling))
+        where = f"the {mode} samples of the {kind} prompts ({sampling})"
+        if sorted(runs) != list(range(len(runs))):
+            raise ValueError(f"{where} are of prompts {sorted(runs)}; a kind's prompts are numbered 0, 1, "
+                             "...")
+        if len(set(runs.values())) > 1:
+            raise ValueError(f"{where} have {dict(runs)} repeats per prompt; every prompt needs the same "
+                             "number (as bench.round_robin times them)")
+        have = costs.get(kind)
+        if not isinstance(have, (list, tuple)) or len(have) < len(runs):
+            raise ValueError(f"costs[{kind!r}] must hold one Costs per prompt ({len(runs)}), got {have!r}")
+        if not all(isinstance(c, Costs) for c in have):
+            raise TypeError(f"costs[{kind!r}] must hold timings.Costs (measure_costs makes them), "
+                            f"got {have!r}")
+        plain = sorted({s.prompt for s in _group(samples, "plain", kind, sampling)})
+        if plain != sorted(runs):
+            raise ValueError(f"{where}: the 'plain' samples cover prompts {plain}, not {sorted(runs)}; "
+                             "summarize measures every mode against plain decoding of the same prompts")
+    return samples
+
+
 def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
     """One record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
     costs: prompt kind -> list of Costs, one per prompt."""
     from specnotes import theory
     from specnotes.bench import first_difference
 
+    samples = _checked(samples, costs)
     records = []
     keys = list(dict.fromkeys((s.mode, s.prompt_kind, s.sampling) for s in samples))
     for mode, kind, sampling in keys:
@@ -226,8 +294,8 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
         tokens = sum(len(first[i].output.tokens) for i in prompts)
         seconds = sum(med.values())
         calls = sum(first[i].target_calls for i in prompts)
-        # the group is in repeat-major order, one sample per prompt per repeat
-        per_rep = np.array([s.seconds for s in group]).reshape(-1, len(prompts)).sum(axis=1)
+        # repeat r of the kind: the r-th sample of each of its prompts (in any order of the samples)
+        per_rep = np.sum([[s.seconds for s in group if s.prompt == i] for i in prompts], axis=0)
         prefill = sum(costs[kind][i].prefill_s for i in prompts)
         rec = {
             "mode": mode, "prompt_kind": kind, "sampling": sampling, "prompts": len(prompts),
@@ -331,6 +399,16 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     from specnotes.decode import prompt_ids
     from specnotes.env import device_of, environment, model_facts
 
+    # every setting is checked before the models load and the minutes of timing start
+    if p is not None and not isinstance(p, Plan):
+        raise TypeError(f"p must be a timings.Plan (timings.plan() makes one), got {p!r}")
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
+    repeats, k = checks.whole(repeats, "repeats", scalar=True), checks.whole(k, "k", scalar=True)
+    warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
+    cost_repeats = checks.whole(cost_repeats, "cost_repeats", scalar=True)
+    if prompts_per_kind is not None:
+        prompts_per_kind = checks.whole(prompts_per_kind, "prompts_per_kind", scalar=True)
+    samplings = bench.check_samplings(samplings)
     p = p or plan()
     target, tokenizer, draft = load(p) if loaded is None else loaded
     texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
@@ -354,10 +432,22 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     }
 
 
+def _slug(value) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-") or "unknown"
+
+
 def fingerprint(machine: dict) -> str:
-    """A file-name-safe machine id: device, device name, threads, dtype."""
-    name = re.sub(r"[^a-z0-9]+", "-", str(machine.get("device_name", "")).lower()).strip("-") or "unknown"
-    return f"{machine['device']}-{name}-{machine['threads']}t-{machine['dtype']}"
+    """A file-name-safe machine id: device, device name, threads, dtype. Every part is reduced to
+    lower-case letters, digits and dashes, since the id names a file in data/reference_runs/."""
+    if not isinstance(machine, dict):
+        raise TypeError(f"machine must be a report's 'machine' dict, got {type(machine).__name__}")
+    missing = [key for key in ("device", "threads", "dtype") if key not in machine]
+    if missing:
+        raise ValueError(f"machine has no {', '.join(missing)}: build it as run() does, from "
+                         "env.environment().as_dict() and env.model_facts(model)")
+    threads = checks.whole(machine["threads"], "machine['threads']", scalar=True)
+    return (f"{_slug(machine['device'])}-{_slug(machine.get('device_name', ''))}-{threads}t-"
+            f"{_slug(machine['dtype'])}")
 
 
 def markdown(report: dict) -> str:
@@ -394,6 +484,9 @@ def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> 
     """Where the reference of the machine `fp` goes. A FileExistsError when one is there already and
     `force` is off: a reference is a committed record of a machine, and two machines whose fingerprints
     collide (the same CPU model, say) must not replace each other's runs by accident."""
+    if not isinstance(fp, str) or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", fp):
+        raise ValueError(f"fingerprint {fp!r} is not a file-name-safe machine id (letters, digits and "
+                         "dashes, as timings.fingerprint makes them)")
     path = Path(REFERENCES if folder is None else folder) / f"{fp}.json"
     if path.exists() and not force:
         raise FileExistsError(f"{path} already exists: it is the reference of a machine with the fingerprint "
@@ -405,6 +498,9 @@ def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> 
 def save_reference(report: dict, folder: Path | None = None, force: bool = False) -> Path:
     """Write `report` as the reference of its machine (data/reference_runs/<fingerprint>.json), atomically:
     notebook 07 reads these files, and a run killed half-way must leave the old one whole."""
+    problem = _unreadable(report)
+    if problem is not None:
+        raise ValueError(f"this report cannot be a reference: {problem} (timings.run makes a whole one)")
     path = reference_path(report["fingerprint"], folder, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, json.dumps(report, indent=1) + "\n")
@@ -457,6 +553,15 @@ def references(folder: Path | None = None) -> list[dict]:
 
 def side_by_side(report: dict, refs: list[dict], sampling: str = "greedy") -> str:
     """Markdown: speedup over plain per mode and prompt kind, this machine next to each reference."""
+    from specnotes.bench import check_samplings
+
+    if not isinstance(refs, (list, tuple)):
+        raise TypeError(f"refs must be a list of reports (timings.references()), got a {type(refs).__name__}")
+    check_samplings((sampling,))
+    for name, rep in [("report", report), *((f"refs[{i}]", r) for i, r in enumerate(refs))]:
+        problem = _unreadable(rep)
+        if problem is not None:
+            raise ValueError(f"{name} cannot be shown: {problem}")
     cols = [("this machine", report)] + [(f"reference {r['fingerprint']}", r) for r in refs]
     keys = [(r["mode"], r["prompt_kind"]) for r in report["runs"] if r["sampling"] == sampling]
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from specnotes import bench, models
 
@@ -20,3 +21,70 @@ def test_time_forward_times_each_step_on_a_tiny_model():
 def test_time_call_rejects_nonsense():
     with pytest.raises(ValueError):
         bench.time_call(lambda: None, repeats=0)
+
+
+NAN, INF = float("nan"), float("inf")
+BAD_COUNTS = [0, -1, 2.5, True, NAN, INF, "3", None, [1, 2]]  # each must fail, naming its argument
+
+
+def nothing():
+    return None
+
+
+@pytest.mark.parametrize("name, value", [("repeats", v) for v in BAD_COUNTS]
+                         + [("warmup", v) for v in (-1, 0.5, True, NAN, INF, "1", None)])
+def test_time_call_names_the_bad_argument(name, value):
+    with pytest.raises((ValueError, TypeError), match=name):
+        bench.time_call(nothing, **{"repeats": 1, "warmup": 0, name: value})
+
+
+def test_time_call_needs_something_to_call():
+    with pytest.raises(TypeError, match="fn"):
+        bench.time_call(3, repeats=1, warmup=0)
+
+
+TINY = models.tiny_llama(seed=0, layers=1)
+
+
+@pytest.mark.parametrize("name, value", [("context", v) for v in (-1, 2.5, True, NAN, [4, 8])]
+                         + [("tokens", v) for v in (0, -2, 1.5, True, INF)] + [("context", 10**9)])
+def test_time_forward_names_the_bad_argument(name, value):
+    with pytest.raises((ValueError, TypeError), match=name):
+        bench.time_forward(TINY, **{"context": 4, "tokens": 1, "repeats": 1, "warmup": 0, name: value})
+
+
+def test_time_forward_times_a_pass_with_no_cache_at_context_zero():
+    """roofline.tokens_curve takes context=0 (nothing cached yet): the pass then runs with no cache."""
+    assert bench.time_forward(TINY, context=0, tokens=3, repeats=2, warmup=0).median > 0
+
+
+def one_token(ids, do_sample, seed):
+    return bench.Output([0])
+
+
+PROMPTS = {"copy": [torch.tensor([[5, 6, 7]])]}
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    *[(dict(repeats=v), "repeats") for v in (0, 2.5, True, NAN, None)],
+    *[(dict(warmup=v), "warmup") for v in (-1, 0.5, True, INF)],
+    *[(dict(seed=v), "seed") for v in (1.5, -1, None, True)],
+    (dict(samplings="greedy"), "samplings"), (dict(samplings=()), "samplings"),
+    (dict(samplings=("beam",)), "sampling"),
+    (dict(modes={}), "modes"), (dict(modes=[one_token]), "modes"), (dict(modes={"x": 3}), "modes"),
+    (dict(prompts={}), "prompts"), (dict(prompts=[PROMPTS["copy"][0]]), "prompts"),
+    (dict(prompts={"copy": []}), "prompts"), (dict(prompts={"copy": [[5, 6, 7]]}), "prompts"),
+    (dict(prompts={"copy": [torch.tensor([5, 6, 7])]}), "prompts"),
+    (dict(prompts={"copy": [torch.tensor([[5, 999]])]}), "prompts"),
+])
+def test_round_robin_names_the_bad_argument(kwargs, name):
+    args = {"modes": {"one": one_token}, "prompts": PROMPTS, "samplings": ("greedy",), "repeats": 1,
+            "warmup": 0, "progress": False, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=name):
+        bench.round_robin(TINY, **args)
+
+
+def test_round_robin_says_which_mode_returned_something_else_than_an_output():
+    with pytest.raises(TypeError, match="'tokens' returned a list.*Output"):
+        bench.round_robin(TINY, {"tokens": lambda ids, s, seed: [0]}, PROMPTS, ("greedy",), 1, 0,
+                          progress=False)

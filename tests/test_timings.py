@@ -267,3 +267,128 @@ def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_
     assert bench_live.main(["--save-reference", "--force"]) == 0
     assert json.loads(committed.read_text())["runs"][0]["tokens_per_s"] == 99.0
     assert json.loads((tmp_path / "bench" / "report.json").read_text()) == new
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    *[(dict(max_new_tokens=v), "max_new_tokens") for v in (0, -1, 2.5, True, NAN, "64")],
+    *[(dict(repeats=v), "repeats") for v in (0, 1.5, True, INF)],
+    *[(dict(k=v), "k") for v in (0, -3, 2.5, False)],
+    *[(dict(prompts_per_kind=v), "prompts_per_kind") for v in (0, -1, 1.5, True)],
+    *[(dict(warmup=v), "warmup") for v in (-1, 0.5, True)],
+    *[(dict(cost_repeats=v), "cost_repeats") for v in (0, NAN, True)],
+    (dict(samplings="greedy"), "samplings"), (dict(samplings=()), "samplings"),
+    (dict(samplings=("beam",)), "sampling"), (dict(p="cpu"), "p"),
+])
+def test_the_suite_refuses_bad_settings_before_it_loads_a_model(monkeypatch, kwargs, name):
+    def never(p):
+        raise AssertionError("models loaded before the settings were checked")
+
+    monkeypatch.setattr(timings, "load", never)
+    with pytest.raises((ValueError, TypeError), match=name):
+        timings.run(progress=False, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(k=0), "k"), (dict(k=2.5), "k"), (dict(k=True), "k"),
+                                          (dict(max_new_tokens=0), "max_new_tokens"),
+                                          (dict(max_new_tokens=NAN), "max_new_tokens")])
+def test_modes_refuse_bad_settings_when_built_not_when_first_timed(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        timings.modes(TINY, TINY, extra=False, **kwargs)
+
+
+IDS = torch.tensor([[5, 6, 7, 8]])
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    *[(dict(max_width=v), "max_width") for v in (0, -1, 2.5, True, INF)],
+    *[(dict(context_extra=v), "context_extra") for v in (-1, 1.5, NAN)],
+    *[(dict(repeats=v), "repeats") for v in (0, -1, 1.5, True)],
+    *[(dict(ids=v), "ids") for v in (torch.tensor([5, 6]), torch.zeros(1, 0, dtype=torch.long),
+                                     torch.tensor([[5, 999]]), torch.tensor([[5.0, 6.0]]), [[5, 6]])],
+])
+def test_measure_costs_names_the_bad_argument(kwargs, name):
+    args = {"ids": IDS, "max_width": 2, "context_extra": 2, "repeats": 1, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=name):
+        timings.measure_costs(TINY, **args)
+
+
+def test_measure_costs_can_measure_at_the_prompts_own_context():
+    costs = timings.measure_costs(TINY, IDS, 3, context_extra=0, repeats=1)
+    assert len(costs.verify) == 4 and costs.verify[1] == 1.0 and costs.step_s > 0
+
+
+COSTS = {"copy": [timings.Costs(0.1, 0.05, [0, 1, 1.2])]}
+GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 2])]
+
+
+@pytest.mark.parametrize("samples, costs, error, match", [
+    ([], COSTS, ValueError, "samples"),
+    ([fake("fast", "copy", 0, 1.0, [1, 2])], COSTS, ValueError, "plain"),
+    ([fake("plain", "copy", 0, 2.0, [1]), *(fake("fast", "copy", i, 1.0, [1]) for i in (0, 1))],
+     {"copy": COSTS["copy"] * 2}, ValueError, "plain"),  # plain timed on fewer prompts
+    *[([fake("plain", "copy", 0, v, [1, 2])], COSTS, ValueError, "seconds") for v in (0.0, -1.0, NAN, INF)],
+    ([fake("plain", "copy", 0, 1.0, [])], COSTS, ValueError, "no tokens"),
+    ([1, 2], COSTS, TypeError, "samples"),
+    (GOOD, {}, ValueError, "costs"),
+    (GOOD + [fake("plain", "copy", 1, 2.0, [1]), fake("fast", "copy", 1, 1.0, [1])], COSTS, ValueError,
+     "costs"),
+    (GOOD, {"copy": [(0.1, 0.05, [0, 1])]}, TypeError, "costs"),
+    ([fake("plain", "copy", i, 2.0, [1, 2]) for i in (0, 1, 0)], {"copy": COSTS["copy"] * 2}, ValueError,
+     "repeat"),
+    ([fake("plain", "copy", 1, 2.0, [1, 2])], {"copy": COSTS["copy"] * 2}, ValueError, "prompt"),
+])
+def test_summarize_names_what_is_wrong_with_its_samples(samples, costs, error, match):
+    with pytest.raises(error, match=match):
+        timings.summarize(samples, costs)
+
+
+def test_summarize_takes_any_iterable_of_samples():
+    assert timings.summarize(iter(GOOD), COSTS) == timings.summarize(GOOD, COSTS)
+
+
+MACHINE = {"device": "cpu", "device_name": "x", "threads": 2, "dtype": "float32"}
+
+
+def test_fingerprints_are_file_name_safe_and_refuse_a_machine_without_its_facts():
+    assert timings.fingerprint({**MACHINE, "device": "../../etc", "dtype": "a/b"}) == "etc-x-2t-a-b"
+    with pytest.raises(ValueError, match="device.*threads.*dtype"):
+        timings.fingerprint({})
+    with pytest.raises(TypeError, match="machine"):
+        timings.fingerprint(None)
+    with pytest.raises((ValueError, TypeError), match="threads"):
+        timings.fingerprint({**MACHINE, "threads": "lots"})
+    assert timings.fingerprint({**MACHINE, "device_name": "cpu"}) == "cpu-cpu-2t-float32"  # the committed one
+
+
+def test_save_reference_writes_nowhere_but_its_folder(tmp_path):
+    with pytest.raises(ValueError, match="fingerprint"):
+        timings.save_reference(reference("../escaped"), tmp_path / "refs")
+    with pytest.raises(ValueError, match="fingerprint"):
+        timings.save_reference({"runs": []}, tmp_path / "refs")
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_side_by_side_names_what_is_wrong_with_its_arguments():
+    rep = reference()
+    with pytest.raises(TypeError, match="refs"):
+        timings.side_by_side(rep, rep)  # one reference, not a list of them
+    with pytest.raises(ValueError, match="sampling"):
+        timings.side_by_side(rep, [rep], sampling="beam")
+    with pytest.raises(ValueError, match=r"refs\[0\].*runs"):
+        timings.side_by_side(rep, [{"fingerprint": "y", "machine": {}}])
+    with pytest.raises(ValueError, match="report.*speedup"):
+        timings.side_by_side({**rep, "runs": [{**rep["runs"][0], "speedup": None}]}, [])
+
+
+def test_plan_names_a_bad_device_or_online_flag(monkeypatch):
+    with pytest.raises(ValueError, match="device"):
+        timings.plan(device="tpu")
+    with pytest.raises(TypeError, match="device"):
+        timings.plan(device=5)
+    with pytest.raises(TypeError, match="online"):
+        timings.plan(device="cpu", online="no")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=False: True)
+    assert timings.plan(device="cuda:0", online=True).target == timings.HUB_PAIR[0]  # an indexed GPU too
