@@ -72,10 +72,14 @@ def acceptance_per_context(P, Q) -> np.ndarray:
 # --------------------------------------------------------------------------- sampling
 
 
+MAX_TOKENS = 200_000_000  # sampled at once: 1.6 GB of int64 ids, about a minute of vectorized rounds
+
+
 def sample_target(P, n: int, length: int, rng) -> np.ndarray:
     """(n, length) int array: n sequences drawn from the target directly, one position at a time."""
     P = checks.distribution(P, "P")
-    n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", scalar=True)
+    length = checks.whole(length, "length", scalar=True)
+    n = checks.whole(n, f"n (at most {MAX_TOKENS:,} tokens a call)", high=MAX_TOKENS // length, scalar=True)
     out = np.empty((n, length), dtype=np.int64)
     prev = np.full(n, BOS)
     for t in range(length):
@@ -206,7 +210,8 @@ def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
     Q = checks.distribution(Q, "Q")
     if P.shape != Q.shape or P.ndim != 2 or P.shape[0] != P.shape[1]:
         raise ValueError(f"P and Q must both be (V, V) bigram tables, got {P.shape} and {Q.shape}")
-    n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", scalar=True)
+    length = checks.whole(length, "length", scalar=True)
+    n = checks.whole(n, f"n (at most {MAX_TOKENS:,} tokens a call)", high=MAX_TOKENS // length, scalar=True)
     k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
     one_round = round_function(rule)
     out = np.empty((n, length), dtype=np.int64)

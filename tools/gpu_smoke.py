@@ -194,7 +194,17 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=None, help="new tokens per run (32; 8 with --tiny)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.tokens is not None and args.tokens < 1:
+        ap.error(f"--tokens must be a whole number >= 1, got {args.tokens}")
     device = args.device or env.default_device()
+    try:
+        import torch
+
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError) as exc:
+        ap.error(f"--device {device!r} is not a device torch knows: {exc}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda, but torch sees no CUDA GPU here (use --device cpu)")
     n = args.tokens or (8 if args.tiny else 32)
     start = time.perf_counter()
     report = run(device, args.tiny, n)
