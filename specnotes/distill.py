@@ -9,6 +9,8 @@ position (sparse knowledge distillation), which carries more than the argmax alo
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import json
 import time
 from collections.abc import Callable
@@ -211,24 +213,117 @@ def self_windows(length: int = 128, limit: int | None = None, name: str = "train
     return win if limit is None else Windows(*(a[:limit] for a in win))
 
 
-def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = True):
-    """teacher_topk, cached on disk by the inputs' hash, k and the target's size (about a minute per
-    30k tokens on 2 cores, so a rerun of a training script skips it)."""
-    import hashlib
+# --------------------------------------------------------------------------- caches and what they are for
+# Everything computed from a target (teacher targets, hidden states, quick-trained drafters) is cached under
+# cache_dir()/drafters, keyed by the target's fingerprint, and checked against a sha256 kept beside it.
 
+COMMITTED_MODEL = "SmolLM2-135M"
+COMMITTED_FOR = {"hidden_size": 576, "vocab_size": 49152, "num_hidden_layers": 30}
+"""The target_facts of the model that the committed drafters and self-distillation sets were made with:
+the drafters written before save_trainable recorded them in their metadata do not say so themselves."""
+
+
+def target_facts(target) -> dict:
+    """The sizes a trained drafter depends on: hidden size, vocabulary and layer count."""
+    return {k: getattr(target.config, k) for k in COMMITTED_FOR}
+
+
+def describe(facts: dict) -> str:
+    return f"hidden {facts['hidden_size']}, vocab {facts['vocab_size']}, {facts['num_hidden_layers']} layers"
+
+
+def fingerprint(model) -> str:
+    """sha256 over every parameter's and buffer's name, shape, dtype and bytes: what the caches computed
+    from a model's outputs are keyed by, so another model of the same size, or this one after its weights
+    changed, is never served them. It is hashed each time, no memo: 0.45 to 0.65 s for SmolLM2-135M's 538 MB
+    in fp32 on 2 busy CPU cores, next to minutes of teacher pass, and a memo could miss an in-place edit."""
+    import torch
+
+    from specnotes.env import host
+
+    h = hashlib.sha256()
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, tensor in named:
+            h.update(f"{kind} {name} {tuple(tensor.shape)} {tensor.dtype}\n".encode())
+            try:
+                data = host(tensor)
+            except NotImplementedError as exc:  # a meta tensor has a shape but no data
+                raise ValueError(f"{name} lives on the meta device, so the model has no weights to "
+                                 "fingerprint: load it with real weights first") from exc
+            h.update(data.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def cache_file(kind: str, inputs: np.ndarray, key: str, suffix: str) -> Path:
+    """cache_dir()/drafters/<kind>-<hash of the inputs and key><suffix>."""
     from specnotes.models import cache_dir
 
-    n_params = sum(p.numel() for p in target.parameters())
-    digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + f"{k}/{n_params}".encode()).hexdigest()[:16]
-    path = cache_dir() / "drafters" / f"teacher-{digest}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return z["ids"].astype(np.int64), z["probs"].astype(np.float32)
-    ids, probs = teacher_topk(target, inputs, k, progress=progress)
+    digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + key.encode()).hexdigest()[:16]
+    return cache_dir() / "drafters" / f"{kind}-{digest}{suffix}"
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def stamp(path: Path) -> Path:
+    """Write the sha256 of a finished cache file beside it, in sha256sum's format (`sha256sum -c` reads
+    it too). Written after the file, so a run cut short leaves a file without one, which read_cached
+    refuses."""
+    from specnotes.models import sha256_of
+    from specnotes.paths import write_atomic
+
+    write_atomic(_checksum_path(path), f"{sha256_of(path)}  {path.name}\n")
+    return path
+
+
+def write_cached(path: Path, data: bytes) -> Path:
+    """Write a cache file atomically, then its checksum (stamp)."""
+    from specnotes.paths import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, ids=ids.astype(np.int32), probs=probs.astype(np.float16))
-    tmp.replace(path)
+    return stamp(write_atomic(path, data))
+
+
+def read_cached(path: Path, parse: Callable[[Path], object], redo: str = "recomputing it"):
+    """parse(path) for a cache file whose checksum matches the one beside it; None when there is no file,
+    and also, after one printed line naming it, when it is damaged: no checksum, another checksum (a
+    flipped byte) or any error while parsing it (a truncated file). The caller then recomputes it."""
+    from specnotes.models import sha256_of
+
+    if not path.exists():
+        return None
+    try:
+        checksum = _checksum_path(path)
+        if not checksum.exists():
+            raise ValueError("no checksum beside it")
+        if checksum.read_text().split()[:1] != [sha256_of(path)]:
+            raise ValueError(f"its sha256 differs from the one in {checksum.name}")
+        return parse(path)
+    except Exception as exc:  # any load error: the file is only a cache, so make it again
+        print(f"The cached {path} is damaged ({exc}); {redo}.")
+        return None
+
+
+def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = True):
+    """teacher_topk, cached on disk by the inputs' hash, k and the target's fingerprint (about a minute
+    per 30k tokens on 2 cores, so a rerun of a training script skips it)."""
+    path = cache_file("teacher", inputs, f"{k}/{fingerprint(target)}", ".npz")
+
+    def parse(p):
+        with np.load(p) as z:
+            ids, probs = z["ids"].astype(np.int64), z["probs"].astype(np.float32)
+        if ids.shape != (*inputs.shape, k) or probs.shape != ids.shape:
+            raise ValueError(f"it holds shape {ids.shape}, not {(*inputs.shape, k)}")
+        return ids, probs
+
+    cached = read_cached(path, parse)
+    if cached is not None:
+        return cached
+    ids, probs = teacher_topk(target, inputs, k, progress=progress)
+    buf = io.BytesIO()
+    np.savez(buf, ids=ids.astype(np.int32), probs=probs.astype(np.float16))
+    write_cached(path, buf.getvalue())
     return ids, probs
 
 
@@ -264,33 +359,128 @@ def distill(student, target, steps: int, seconds: float | None = None, batch: in
         student.eval()
 
 
-def save_trainable(module, path: Path, meta: dict | None = None) -> Path:
-    """Write the parameters that require grad (fp16, safetensors), atomically."""
-    from safetensors.torch import save_file
+def save_trainable(module, path: Path, meta: dict | None = None, target=None) -> Path:
+    """Write the parameters that require grad (fp16, safetensors), atomically. With `target`, the
+    metadata also records what the weights were trained for (target_facts and its fingerprint), which
+    the loaders compare before using them."""
+    from safetensors.torch import save
 
     from specnotes.env import host
+    from specnotes.paths import write_atomic
 
     tensors = {n: host(p).half().contiguous() for n, p in module.named_parameters() if p.requires_grad}
+    if target is not None:
+        meta = {**target_facts(target), "fingerprint": fingerprint(target), **(meta or {})}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    save_file(tensors, str(tmp), metadata={k: str(v) for k, v in (meta or {}).items()})
-    tmp.replace(path)
-    return path
+    return write_atomic(path, save(tensors, metadata={k: str(v) for k, v in (meta or {}).items()}))
+
+
+def misfit(module, path: Path, shapes: dict[str, tuple]) -> str | None:
+    """Why tensors of these names and shapes (a file's) cannot load into `module`, or None when they fit:
+    each must be a parameter of it with the same shape, and every trainable parameter must be there (a
+    drafter half-loaded would draft from untrained weights without saying so)."""
+    own = dict(module.named_parameters())
+    extra = sorted(set(shapes) - set(own))
+    if extra:
+        return f"{path.name} holds parameters this module does not have: {extra[:3]}"
+    for name, shape in sorted(shapes.items()):
+        if tuple(own[name].shape) != tuple(shape):
+            return (f"{path.name} holds {name} of shape {tuple(shape)}, but this module's {name} is "
+                    f"{tuple(own[name].shape)}")
+    missing = sorted(n for n, p in own.items() if p.requires_grad and n not in shapes)
+    if missing:
+        return f"{path.name} lacks trainable parameters of this module: {missing[:3]}"
+    return None
 
 
 def load_trainable(module, path: Path) -> dict:
-    """Load tensors written by save_trainable into `module` (in its dtype); returns the metadata."""
+    """Load tensors written by save_trainable into `module` (in its dtype); returns the metadata. Raises
+    ValueError, naming the parameter, when the file does not fit the module (see misfit)."""
     import torch
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
         state = {n: f.get_tensor(n) for n in f.keys()}
+    problem = misfit(module, path, {n: tuple(t.shape) for n, t in state.items()})
+    if problem:
+        raise ValueError(f"{problem}; build the module with the shapes it was trained with")
     own = dict(module.named_parameters())
-    missing = sorted(set(state) - set(own))
-    if missing:
-        raise ValueError(f"{path} holds parameters this module does not have: {missing[:3]}")
     with torch.no_grad():
         for name, value in state.items():
             own[name].copy_(value.to(device=own[name].device, dtype=own[name].dtype))
     return meta
+
+
+def _unreadable(path: Path, exc: Exception) -> RuntimeError:
+    return RuntimeError(f"the committed {path} cannot be read ({type(exc).__name__}: {exc}). It is part of "
+                        f"the repository: restore it with `git checkout -- data/drafters/{path.name}` in a "
+                        "clone, or reinstall specnotes")
+
+
+def _load_committed(module, target, what: str, path: Path) -> str | None:
+    """Load a committed drafter into `module` when it was trained for a target of this one's sizes and
+    its shapes fit; otherwise say why not (and load nothing). Unreadable: RuntimeError."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            shapes = {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}
+        made_for = {k: int(meta.get(k, v)) for k, v in COMMITTED_FOR.items()}
+    except Exception as exc:
+        raise _unreadable(path, exc) from exc
+    facts = target_facts(target)
+    if facts != made_for:
+        model = COMMITTED_MODEL if made_for == COMMITTED_FOR else "another target"
+        return (f"the committed {what} ({path.name}) were trained for {model} ({describe(made_for)}), "
+                f"not for this target ({describe(facts)})")
+    problem = misfit(module, path, shapes)
+    if problem:
+        return f"the committed {what} do not fit this drafter: {problem}"
+    try:
+        load_trainable(module, path)
+    except Exception as exc:
+        raise _unreadable(path, exc) from exc
+    return None
+
+
+def trained_drafter(module, target, what: str, committed: Path, cached_name: str,
+                    train: Callable[[Path], object], advice: str):
+    """A trained drafter around `target`, for the loaders of all four (what: "Medusa heads", ...).
+
+    `module` is a fresh one; it gets the committed weights when they were trained for a target of these
+    sizes and fit its shapes. Otherwise ones that an earlier quick run cached for this very target (the
+    file is named by `cached_name` and the target's fingerprint, and checksummed), else train(path): a
+    quick run on the committed self-distillation set that saves to path and returns the new drafter.
+    That set is SmolLM2's token ids, meaningless to another tokenizer, so for a target with another
+    vocabulary nothing is trained: ValueError, ending with `advice` (what to pass instead)."""
+    from specnotes.models import cache_dir
+
+    if committed.exists():
+        note = _load_committed(module, target, what, committed)
+        if note is None:
+            return module
+    else:
+        note = f"no {what} are committed as {committed.name}"
+    facts = target_facts(target)
+    if facts["vocab_size"] != COMMITTED_FOR["vocab_size"]:
+        raise ValueError(
+            f"{note}. Quick training would read the committed self-distillation set, which is "
+            f"{COMMITTED_MODEL}'s token ids (vocab {COMMITTED_FOR['vocab_size']}) and means nothing "
+            f"to this target's tokenizer (vocab {facts['vocab_size']}): {advice}")
+    fp = fingerprint(target)
+    path = cache_dir() / "drafters" / f"{cached_name}-{fp[:16]}.safetensors"
+
+    def parse(p):
+        if load_trainable(module, p).get("fingerprint") != fp:
+            raise ValueError("it was trained for another target")
+        return module
+
+    if read_cached(path, parse, redo="retraining it") is not None:
+        return module
+    if committed.exists():
+        print(f"{note}: training a quick set for this target now, cached as {path}")
+    trained = train(path)
+    stamp(path)
+    return trained

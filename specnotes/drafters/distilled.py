@@ -56,12 +56,6 @@ def committed_path(layers=(0, 1)) -> Path:
     return distill.DATA / _name(layers)
 
 
-def cached_path(layers=(0, 1)) -> Path:
-    from specnotes.models import cache_dir
-
-    return cache_dir() / "drafters" / _name(layers)
-
-
 def train_distilled_draft(target, layers=(0, 1), steps: int = 600, seconds: float | None = None,
                           data=None, teacher_k: int = 8, lr: float = 1e-3, save_to: Path | None = None,
                           progress: bool = True):
@@ -76,41 +70,44 @@ def train_distilled_draft(target, layers=(0, 1), steps: int = 600, seconds: floa
     for p in model.parameters():
         p.requires_grad_(False)
     if save_to is not None:
-        _save(model, save_to, log, layers)
+        _save(model, save_to, log, layers, target)
     return model, log
 
 
-def _save(model, path, log, layers):
+def _save(model, path, log, layers, target):
     for p in [*model.model.layers.parameters(), *model.model.norm.parameters()]:
         p.requires_grad_(True)
     try:
         distill.save_trainable(model, path, {"layers": list(layers), "steps": log.steps,
                                              "seconds": round(log.seconds, 1),
                                              "final_loss": round(float(sum(log.losses[-20:]) /
-                                                                       max(len(log.losses[-20:]), 1)), 4)})
+                                                                       max(len(log.losses[-20:]), 1)), 4)},
+                               target=target)
     finally:
         for p in model.parameters():
             p.requires_grad_(False)
 
 
 def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0, progress: bool = True):
-    """The trained draft LM for `target` (the offline default model when None): the committed weights,
-    else ones cached by an earlier quick run, else a quick one trained now (~20 s) and cached."""
+    """The trained draft LM for `target` (the offline default model when None): the committed weights
+    when they were trained for a target of its sizes, else ones an earlier quick run cached for this
+    target, else a quick one trained now (~20 s) and cached (distill.trained_drafter). A target with
+    another vocabulary than SmolLM2's gets a ValueError that says what to do instead."""
     from specnotes import models
     from specnotes.env import follow
 
     if target is None:
         target, _ = models.load()
-    model = student(target, tuple(layers))
-    for path in (committed_path(layers), cached_path(layers)):
-        if path.exists():
-            distill.load_trainable(model, path)
-            break
-    else:
-        model, log = train_distilled_draft(target, layers, steps=200, seconds=quick_seconds,
-                                           data=distill.self_windows(limit=64), teacher_k=0,
-                                           progress=progress)
-        _save(model, cached_path(layers), log, layers)
+    layers = tuple(layers)
+    model = distill.trained_drafter(
+        student(target, layers), target, "distilled-draft weights", committed_path(layers),
+        _name(layers).removesuffix(".safetensors"),
+        lambda path: train_distilled_draft(target, layers, steps=200, seconds=quick_seconds,
+                                           data=distill.self_windows(limit=64), teacher_k=0, save_to=path,
+                                           progress=progress)[0],
+        advice=f"train one with train_distilled_draft(target, {layers}, data=...)[0] "
+               "(specnotes.drafters.distilled) on distill.windows of this target's own text, or use "
+               f"student(target, {layers}) untrained")
     for p in model.parameters():
         p.requires_grad_(False)
     return follow(target, model).eval()

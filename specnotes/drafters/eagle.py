@@ -66,12 +66,6 @@ def committed_path() -> Path:
     return distill.DATA / FILE
 
 
-def cached_path() -> Path:
-    from specnotes.models import cache_dir
-
-    return cache_dir() / "drafters" / FILE
-
-
 def scored_tokens(target, vocab: int | None):
     """The token ids EagleLite scores: the `vocab` the target writes most often, or None for all of them
     (also when the target's vocabulary is too small to hold those ids, as in the tests' tiny models)."""
@@ -137,23 +131,24 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
         distill.save_trainable(model, save_to, {"steps": log.steps, "seconds": round(log.seconds, 1),
                                                 "vocab": None if ids is None else len(ids),
                                                 "windows": len(tokens),
-                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
+                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)},
+                               target=target)
     for p in model.parameters():
         p.requires_grad_(False)
     return model, log
 
 
 def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
-    """The trained EagleLite for `target`: committed, else cached, else a quick one (30 s on the first 64
-    windows of the small self-distillation set) trained and cached."""
-    model = new_model(target)
-    for path in (committed_path(), cached_path()):
-        if path.exists():
-            distill.load_trainable(model, path)
-            break
-    else:
-        model, _ = train_eagle(target, steps=200, seconds=quick_seconds, data=distill.self_windows(limit=64),
-                               save_to=cached_path(), progress=progress)
+    """The trained EagleLite for `target`: the committed one when it was trained for a target of its
+    sizes, else one cached for this target, else a quick one (30 s on the first 64 windows of the small
+    self-distillation set) trained and cached (distill.trained_drafter). A target with another vocabulary
+    than SmolLM2's gets a ValueError that says what to pass instead."""
+    model = distill.trained_drafter(
+        new_model(target), target, "EagleLite weights", committed_path(), "eagle-lite",
+        lambda path: train_eagle(target, steps=200, seconds=quick_seconds,
+                                 data=distill.self_windows(limit=64), save_to=path, progress=progress)[0],
+        advice="pass model=train_eagle(target, data=...)[0] (specnotes.drafters.eagle) with "
+               "distill.windows of this target's own text, or model=new_model(target) for an untrained one")
     for p in model.parameters():
         p.requires_grad_(False)
     return model.eval()

@@ -56,12 +56,6 @@ def committed_path(n_layers: int) -> Path:
     return distill.DATA / FILE.format(n=n_layers)
 
 
-def cached_path(n_layers: int) -> Path:
-    from specnotes.models import cache_dir
-
-    return cache_dir() / "drafters" / FILE.format(n=n_layers)
-
-
 def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 400,
                        seconds: float | None = None, data=None, teacher_k: int = 8, lr: float = 3e-3,
                        save_to: Path | None = None, progress: bool = True):
@@ -73,7 +67,8 @@ def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 4
     if work is not target:
         model = distill.transfer(model, exit_model(target, n_layers, rank))
     if save_to is not None:
-        distill.save_trainable(model, save_to, {"n_layers": n_layers, "rank": rank, "steps": log.steps})
+        distill.save_trainable(model, save_to, {"n_layers": n_layers, "rank": rank, "steps": log.steps},
+                               target=target)
     for p in model.parameters():
         p.requires_grad_(False)
     return model, log
@@ -82,8 +77,10 @@ def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 4
 class EarlyExit(DraftModel):
     """Self-speculation from the target's first n_layers with its shared LM head.
 
-    adapter: None for the plain (untrained) exit; "trained" for the committed or cached adapter (a quick
-    one is trained and cached when neither exists); or an exit model from train_exit_adapter.
+    adapter: None for the plain (untrained) exit; "trained" for the committed adapter when it was
+    trained for a target of this one's sizes and rank, else one cached for this target (a quick one is
+    trained and cached when neither exists, and a target with another vocabulary than SmolLM2's gets a
+    ValueError that says what to pass); or an exit model from train_exit_adapter.
     The draft keeps its own KV cache for its n layers (LayerSkip reuses the target's; simpler here).
     """
 
@@ -93,15 +90,15 @@ class EarlyExit(DraftModel):
         if adapter is None:
             model = exit_model(target, n_layers, rank=None)
         elif adapter == "trained":
-            model = exit_model(target, n_layers, rank)
-            for path in (committed_path(n_layers), cached_path(n_layers)):
-                if path.exists():
-                    distill.load_trainable(model, path)
-                    break
-            else:
-                model, _ = train_exit_adapter(target, n_layers, rank, steps=200, seconds=quick_seconds,
-                                              data=distill.self_windows(limit=64), teacher_k=0,
-                                              save_to=cached_path(n_layers))
+            model = distill.trained_drafter(
+                exit_model(target, n_layers, rank), target, "exit-adapter weights", committed_path(n_layers),
+                f"exit-adapter-{n_layers}-rank{rank}",
+                lambda path: train_exit_adapter(target, n_layers, rank, steps=200, seconds=quick_seconds,
+                                                data=distill.self_windows(limit=64), teacher_k=0,
+                                                save_to=path)[0],
+                advice=f"pass adapter=train_exit_adapter(target, {n_layers}, data=...)[0] "
+                       "(specnotes.drafters.early_exit) with distill.windows of this target's own text, or "
+                       "adapter=None for the plain exit")
         else:
             model = adapter
         for p in model.parameters():

@@ -13,7 +13,6 @@ present; otherwise a quick set is trained (about 30 s) and cached.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -71,27 +70,28 @@ def committed_path(n_heads: int) -> Path:
     return distill.DATA / FILE.format(n=n_heads)
 
 
-def cached_path(n_heads: int) -> Path:
-    from specnotes.models import cache_dir
-
-    return cache_dir() / "drafters" / FILE.format(n=n_heads)
-
-
 def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
     """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
-    every window, cached on disk by the inputs' hash like distill.teacher_targets."""
+    every window, cached on disk by the inputs' hash and the target's fingerprint, and checksummed, like
+    distill.teacher_targets."""
+    import io
+
     import torch
     from tqdm.auto import tqdm
 
     from specnotes.env import host, to_model
-    from specnotes.models import cache_dir
 
-    n_params = sum(p.numel() for p in target.parameters())
-    key = inputs.astype(np.int64).tobytes() + f"hidden/{n_params}".encode()
-    digest = hashlib.sha256(key).hexdigest()[:16]
-    path = cache_dir() / "drafters" / f"hidden-{digest}.npy"
-    if path.exists():
-        return np.load(path)
+    path = distill.cache_file("hidden", inputs, f"hidden/{distill.fingerprint(target)}", ".npy")
+
+    def parse(p):
+        hidden, shape = np.load(p), (*inputs.shape, target.config.hidden_size)
+        if hidden.shape != shape:
+            raise ValueError(f"it holds shape {hidden.shape}, not {shape}")
+        return hidden
+
+    cached = distill.read_cached(path, parse)
+    if cached is not None:
+        return cached
     out = []
     with torch.inference_mode():
         quiet = {} if progress else {"disable": True}
@@ -99,10 +99,9 @@ def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = T
             batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
             out.append(host(target.model(batch_ids).last_hidden_state.half()))
     hidden = torch.cat(out).numpy()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, hidden)
-    tmp.replace(path)
+    buf = io.BytesIO()
+    np.save(buf, hidden)
+    distill.write_cached(path, buf.getvalue())
     return hidden
 
 
@@ -146,23 +145,24 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
     if save_to is not None:
         distill.save_trainable(heads, save_to, {"n_heads": n_heads, "steps": log.steps,
                                                 "seconds": round(log.seconds, 1),
-                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)})
+                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)},
+                               target=target)
     for p in heads.parameters():
         p.requires_grad_(False)
     return heads, log
 
 
 def load_medusa_heads(target, n_heads: int = 3, quick_seconds: float = 30.0, progress: bool = True):
-    """Trained heads for `target`: committed, else cached, else a quick set trained now and cached."""
-    heads = new_heads(target, n_heads)
-    for path in (committed_path(n_heads), cached_path(n_heads)):
-        if path.exists():
-            distill.load_trainable(heads, path)
-            break
-    else:
-        heads, _ = train_medusa(target, n_heads, steps=200, seconds=quick_seconds,
-                                data=distill.self_windows(limit=64), save_to=cached_path(n_heads),
-                                progress=progress)
+    """Trained heads for `target`: the committed ones when they were trained for a target of its sizes,
+    else ones cached for this target, else a quick set trained now and cached (distill.trained_drafter).
+    A target with another vocabulary than SmolLM2's gets a ValueError that says what to pass instead."""
+    heads = distill.trained_drafter(
+        new_heads(target, n_heads), target, "Medusa heads", committed_path(n_heads), f"medusa-{n_heads}",
+        lambda path: train_medusa(target, n_heads, steps=200, seconds=quick_seconds,
+                                  data=distill.self_windows(limit=64), save_to=path, progress=progress)[0],
+        advice=f"pass heads=train_medusa(target, {n_heads}, data=...)[0] (specnotes.drafters.medusa) with "
+               f"distill.windows of this target's own text, or heads=new_heads(target, {n_heads}) for "
+               "untrained ones")
     for p in heads.parameters():
         p.requires_grad_(False)
     return heads.eval()
