@@ -23,11 +23,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "fetch":
         try:
-            path = models.fetch(args.name or models.DEFAULT, force=args.force, verify=args.verify)
+            path = models.fetch(models.DEFAULT if args.name is None else args.name, force=args.force,
+                                verify=args.verify)
         except (ValueError, models.CorruptCacheError) as exc:
             print(f"specnotes fetch failed: {exc}", file=sys.stderr)
             return 1
-        print(f"{args.name or models.DEFAULT} is ready in {path}")
+        print(f"{models.DEFAULT if args.name is None else args.name} is ready in {path}")
     else:
         env.setup()
     return 0

@@ -18,6 +18,12 @@ import numpy as np
 from specnotes import checks, theory
 
 
+def _check_round(drafted, accepted) -> None:
+    """A round's counts: 0 <= accepted <= drafted, both whole (an impossible round would bend alpha)."""
+    drafted = checks.whole(drafted, "drafted", low=0, scalar=True)
+    checks.whole(accepted, "accepted", low=0, high=drafted, scalar=True)
+
+
 class Fixed:
     def __init__(self, k: int):
         self.k = k = checks.whole(k, "k", scalar=True)
@@ -53,6 +59,7 @@ class Heuristic:
         return self.k
 
     def observe(self, drafted: int, accepted: int) -> None:
+        _check_round(drafted, accepted)
         if drafted == 0:
             return
         step = self.up if accepted == drafted else -self.down
@@ -68,10 +75,11 @@ class Controller:
 
     def __init__(self, c: float, verify_cost=None, prior: float = 0.6, prior_weight: float = 4.0,
                  decay: float = 0.9, k_max: int = 12, probe_every: int = 8):
-        checks.positive(c, "c", zero=True)
-        checks.probability(prior, "prior")
-        checks.probability(decay, "decay", low_open=True)
-        checks.positive(prior_weight, "prior_weight", zero=True)
+        c = checks.positive(c, "c", zero=True, scalar=True)
+        prior = checks.probability(prior, "prior", scalar=True)
+        decay = checks.probability(decay, "decay", low_open=True, scalar=True)
+        prior_weight = checks.positive(prior_weight, "prior_weight (judged drafts the prior is worth)",
+                                       scalar=True)
         k_max = checks.whole(k_max, "k_max", high=1000, scalar=True)
         probe_every = checks.whole(probe_every, "probe_every", scalar=True)
         self.c, self.prior, self.prior_weight, self.decay = float(c), prior, prior_weight, decay
@@ -115,6 +123,7 @@ class Controller:
         return k
 
     def observe(self, drafted: int, accepted: int) -> None:
+        _check_round(drafted, accepted)
         if drafted == 0:
             return
         judged = min(drafted, accepted + 1)  # the scan stops at the first rejection
@@ -127,6 +136,10 @@ class AdaptiveK:
     tokens left). Wraps any drafter that takes k, such as DraftModel."""
 
     def __init__(self, drafter, schedule):
+        if isinstance(schedule, type) or not all(callable(getattr(schedule, m, None))
+                                                 for m in ("reset", "next_k", "observe")):
+            raise TypeError(f"schedule must be a schedule object such as Fixed(4), Heuristic() or "
+                            f"Controller(c), not {schedule!r}")
         self.drafter, self.schedule = drafter, schedule
         self.model = getattr(drafter, "model", None)
         self._drafted = 0

@@ -142,7 +142,11 @@ class Verdict:
 def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "distribution") -> Verdict:
     """Run a rule through both checks: chi-square against the exact answer, and the round invariant
     (every round emits accepted + 1 tokens). Flagged when either fails."""
-    rng = np.random.default_rng(seed)
+    from specnotes import checks
+
+    if check not in ("distribution", "invariant"):
+        raise ValueError(f"check must be 'distribution' or 'invariant' (what catches the bug), got {check!r}")
+    rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
     samples, st = sample_speculative(P, Q, n, length, k, rng, rule=rule)
     tv, p_value = compare(samples, exact_distribution(P, length))
     invariant_ok = st.emitted == st.accepted + st.rounds

@@ -174,6 +174,17 @@ def draft_q(q, drafted: list[int], vocab_size: int, who: str):
                          "the token was drawn from")
 
 
+def stop_tokens(eos_token_id, vocab_size: int) -> set[int]:
+    """The set of stop tokens from an id, a list of them (as Hugging Face configs hold) or None (none);
+    -1 or [] means never stop. Any other id must be in the vocabulary."""
+    if eos_token_id is None:
+        return set()
+    ids = list(eos_token_id) if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id]
+    if ids == [-1]:
+        return set()
+    return set(token_ids(ids, "eos_token_id", vocab_size, empty=True))
+
+
 def prompt_ids(input_ids, vocab_size: int, name: str = "input_ids") -> list[int]:
     """A (1, T) torch tensor of token ids, T >= 1, every id in the vocabulary, as a list of ints.
     Checked before any pass: an id past the vocabulary is an index error deep inside the embedding

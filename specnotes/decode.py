@@ -115,6 +115,9 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     checks.prompt_ids(input_ids, model.config.vocab_size)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.sampling(do_sample, temperature, None, None, seed)
+    eos = checks.stop_tokens(eos_token_id, model.config.vocab_size)  # None: no stop token here
+    if on_token is not None and not callable(on_token):
+        raise TypeError(f"on_token must be a function of one token id (or None), got {on_token!r}")
     device = device_of(model)  # the model's device decides, not the ids': timers sync this one
     input_ids = input_ids.to(device)
     gen = None
@@ -143,7 +146,7 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
             tokens.append(token)
             if on_token is not None:
                 on_token(token)
-            if eos_token_id is not None and token == eos_token_id:
+            if token in eos:
                 stopped = True
                 break
             if len(tokens) >= max_new_tokens:

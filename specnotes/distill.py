@@ -69,6 +69,9 @@ def windows(seqs: list[np.ndarray], prompt_lengths, length: int = 128, answers_o
             pad_id: int = 0) -> Windows:
     """Cut sequences into fixed-length training windows. With answers_only, only positions whose next
     token the target generated count (the prompt was written by a person, not by the target)."""
+    from specnotes import checks
+
+    length = checks.whole(length, "length", low=2, scalar=True)
     rows_in, rows_lab, rows_mask = [], [], []
     for seq, n_prompt in zip(seqs, prompt_lengths, strict=True):
         counts = np.arange(1, len(seq)) >= (n_prompt if answers_only else 1)  # label index >= prompt
@@ -83,6 +86,9 @@ def windows(seqs: list[np.ndarray], prompt_lengths, length: int = 128, answers_o
             rows_in.append(np.pad(inp[:n], (0, pad), constant_values=pad_id))
             rows_lab.append(np.pad(lab, (0, pad), constant_values=pad_id))
             rows_mask.append(np.pad(m, (0, pad), constant_values=False))
+    if not rows_in:
+        raise ValueError("seqs: no window has a position to learn from (no sequences, or every token is "
+                         "in the prompt)")
     return Windows(np.stack(rows_in), np.stack(rows_lab), np.stack(rows_mask))
 
 
@@ -159,7 +165,16 @@ def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: 
     import torch
     from tqdm.auto import tqdm
 
+    from specnotes import checks
+
+    n_windows = checks.whole(n_windows, "n_windows", scalar=True)
+    steps = checks.whole(steps, "steps", scalar=True)
+    batch, lr = checks.whole(batch, "batch", scalar=True), checks.positive(lr, "lr", scalar=True)
+    if seconds is not None:
+        seconds = checks.positive(seconds, "seconds", scalar=True)
     params = [p for p in params if p.requires_grad]
+    if not params:
+        raise ValueError("params: nothing to train (no parameter requires grad)")
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -209,6 +224,10 @@ def concat(*parts: Windows) -> Windows:
 
 def self_windows(length: int = 128, limit: int | None = None, name: str = "train") -> Windows:
     """A self-distillation set as windows (the first `limit` of them for a quick run)."""
+    from specnotes import checks
+
+    if limit is not None:
+        limit = checks.whole(limit, "limit", scalar=True)
     win = windows(*sequences(name), length)
     return win if limit is None else Windows(*(a[:limit] for a in win))
 

@@ -197,11 +197,13 @@ def rollback(cache, n_drafted: int, n_accepted: int) -> None:
 
 
 def _eos_set(target, eos_token_id):
+    """The set of stop tokens: eos_token_id (an id or a list of them, as Hugging Face configs hold), else
+    the model's generation config. -1 (or []) means never stop; any other id must be in the vocabulary."""
+    from specnotes import checks
+
     if eos_token_id is None:
         eos_token_id = getattr(getattr(target, "generation_config", None), "eos_token_id", None)
-    if eos_token_id is None:
-        return set()
-    return set(eos_token_id) if isinstance(eos_token_id, (list, tuple, set)) else {int(eos_token_id)}
+    return checks.stop_tokens(eos_token_id, target.config.vocab_size)
 
 
 def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
@@ -228,6 +230,12 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
     who = type(drafter).__name__
+    if isinstance(drafter, type) or not all(callable(getattr(drafter, m, None))
+                                            for m in ("reset", "propose", "update")):
+        raise TypeError("drafter must be a drafter object with reset, propose and update (an instance such "
+                        f"as PromptLookup(), not the class), got {drafter!r}")
+    if getattr(drafter, "tree", False):
+        raise TypeError(f"{who} drafts trees: run it with specnotes.tree.generate, not engine.generate")
     draft_model = getattr(drafter, "model", None)
     if draft_model is not None and draft_model.config.vocab_size != target.config.vocab_size:
         raise ValueError(f"the draft model's vocabulary ({draft_model.config.vocab_size} tokens) differs "

@@ -55,6 +55,25 @@ def half_dtype(device):
     return dtype if dtype != torch.float32 else torch.bfloat16
 
 
+_FLOAT_NAMES = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16",
+                "half": "float16", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def torch_dtype(dtype):
+    """A torch floating dtype from itself or a name: 'fp32', 'bf16', 'fp16' (the names the roofline uses)
+    or 'float32', 'bfloat16', 'float16'. Anything else is a ValueError naming dtype."""
+    import torch
+
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    known = isinstance(dtype, (str, torch.dtype))
+    name = _FLOAT_NAMES.get(str(dtype).removeprefix("torch.").lower()) if known else None
+    if name is None:
+        raise ValueError(f"dtype must be a floating-point torch dtype or one of {', '.join(_FLOAT_NAMES)}, "
+                         f"got {dtype!r}")
+    return getattr(torch, name)
+
+
 def dtype_name(dtype) -> str:
     """'float32', 'bfloat16', 'float16': the label every report and prediction prints."""
     return str(dtype).removeprefix("torch.")

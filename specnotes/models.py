@@ -104,12 +104,12 @@ def model_dir(name: str = DEFAULT) -> Path:
 
 
 def _source(name: str) -> Source:
-    if name not in CATALOG:
+    if not isinstance(name, str) or name not in CATALOG:
         known = ", ".join(sorted(CATALOG))
-        raise ValueError(
-            f"unknown offline model {name!r}; known: {known}. "
-            "A model-hub name such as 'HuggingFaceTB/SmolLM2-360M-Instruct' needs an 'owner/name' form."
-        )
+        hub = ("fetch and the offline cache take catalog names only; load() downloads a hub model when "
+               "the hub is reachable" if isinstance(name, str) and "/" in name else
+               "A model-hub name such as 'HuggingFaceTB/SmolLM2-360M-Instruct' needs an 'owner/name' form.")
+        raise ValueError(f"unknown offline model {name!r}; known: {known}. {hub}")
     return CATALOG[name]
 
 
@@ -589,8 +589,19 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
 
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a model name string, got {name!r}")
+    import torch
+
+    from specnotes.env import torch_dtype
+
     device = device or default_device()
-    dtype = dtype or default_dtype(device)
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a device torch knows ({exc})") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: torch sees no CUDA GPU here (use device='cpu', or leave it "
+                         "out)")
+    dtype = torch_dtype(dtype) if dtype is not None else default_dtype(device)
     if "/" in name:
         return _load_hub(name, device, dtype)
     src = _source(name)

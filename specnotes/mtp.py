@@ -24,8 +24,9 @@ def toy_language(vocab: int = 32, branching: int = 3, seed: int = 0) -> np.ndarr
     `branching` successors, with skewed probabilities."""
     from specnotes import checks
 
-    vocab = checks.whole(vocab, "vocab", low=4, scalar=True)
+    vocab = checks.whole(vocab, "vocab (the table holds vocab**3 floats)", low=4, high=256, scalar=True)
     branching = checks.whole(branching, "branching", scalar=True)
+    seed = checks.whole(seed, "seed", low=0, scalar=True)
     if vocab < 4 or not 1 <= branching <= vocab:
         raise ValueError(f"need vocab >= 4 and 1 <= branching <= vocab; got {vocab}, {branching}")
     rng = np.random.default_rng(seed)
@@ -42,6 +43,12 @@ def sample_language(table: np.ndarray, n: int, length: int, seed: int = 0) -> np
     from specnotes import checks
 
     n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", low=2, scalar=True)
+    seed = checks.whole(seed, "seed", low=0, scalar=True)
+    table = np.asarray(table)
+    if table.ndim != 3 or table.shape[0] != table.shape[1]:
+        raise ValueError(f"table must be a (vocab, vocab, vocab) transition table as toy_language makes, "
+                         f"got shape {table.shape}")
+    checks.distribution(table, "table")
     rng = np.random.default_rng(seed)
     vocab = table.shape[0]
     out = np.empty((n, length), dtype=np.int64)

@@ -18,10 +18,10 @@ import numpy as np
 
 def as_dtype(model, dtype):
     """A copy of the model in another dtype (the original is left alone)."""
-    import torch
+    from specnotes.env import dtype_of, torch_dtype
 
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    return model if next(model.parameters()).dtype == dtype else copy.deepcopy(model).to(dtype)
+    dtype = torch_dtype(dtype)
+    return model if dtype_of(model) == dtype else copy.deepcopy(model).to(dtype)
 
 
 @dataclass
@@ -92,6 +92,7 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     from specnotes.env import device_of
 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
+    checks.prompt_ids(input_ids, model.config.vocab_size)
     m = as_dtype(model, dtype) if dtype is not None else model
     ids = input_ids.to(device_of(m))
     plain = plain_generate(m, ids, max_new_tokens, eos_token_id=-1).tokens

@@ -44,6 +44,10 @@ class Shape:
     kv_heads: int
     head_dim: int
 
+    def __post_init__(self):
+        for field in ("layers", "kv_heads", "head_dim"):
+            checks.whole(getattr(self, field), f"Shape.{field}", scalar=True)
+
 
 def dtype_bytes(dtype) -> float:
     """Bytes per parameter for 'fp32', 'bf16', 'fp16', 'int8', 'int4' (torch dtypes accepted too)."""
@@ -201,7 +205,9 @@ def measure_matmul_flops(device=None, n: int = 1024, dtype=None, repeats: int = 
 
     n, repeats = checks.whole(n, "n", scalar=True), checks.whole(repeats, "repeats", scalar=True)
     device = _device_default(device)
-    dtype = dtype or default_dtype(device)
+    from specnotes.env import torch_dtype
+
+    dtype = torch_dtype(dtype) if dtype is not None else default_dtype(device)
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
     b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)

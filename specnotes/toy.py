@@ -53,7 +53,7 @@ def make_pair(vocab: int = 4, seed: int = 2, blend: float = 0.45) -> Pair:
     """Random bigram target P and a draft Q = (1 - blend) P + blend * noise, from one generator."""
     vocab = checks.whole(vocab, "vocab", low=2)
     blend = checks.probability(blend, "blend (0: Q == P, 1: Q is pure noise)")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
     P = rng.dirichlet(np.ones(vocab), size=vocab)
     Q = (1.0 - blend) * P + blend * rng.dirichlet(np.ones(vocab), size=vocab)
     return Pair(P, Q)
@@ -66,10 +66,25 @@ def seed_pair() -> Pair:
 
 def acceptance_per_context(P, Q) -> np.ndarray:
     """(V,) alpha for each previous token: sum over x of min(p, q)."""
-    return np.minimum(P, Q).sum(axis=1)
+    P = bigram(P, "P")
+    return np.minimum(P, bigram(Q, "Q", P.shape[0])).sum(axis=1)
 
 
 # --------------------------------------------------------------------------- sampling
+
+
+def bigram(P, name: str = "P", vocab: int | None = None) -> np.ndarray:
+    """P as a (V, V) bigram table (row: previous token, column: next), each row a distribution."""
+    P = checks.distribution(P, name)
+    if P.ndim != 2 or P.shape[0] != P.shape[1] or (vocab is not None and P.shape[0] != vocab):
+        want = "(V, V)" if vocab is None else f"({vocab}, {vocab}), like P"
+        raise ValueError(f"{name} must be a {want} bigram table (row: previous token), got shape {P.shape}")
+    return P
+
+
+def _check_rng(rng) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {rng!r}")
 
 
 MAX_TOKENS = 200_000_000  # sampled at once: 1.6 GB of int64 ids, about a minute of vectorized rounds
@@ -77,9 +92,10 @@ MAX_TOKENS = 200_000_000  # sampled at once: 1.6 GB of int64 ids, about a minute
 
 def sample_target(P, n: int, length: int, rng) -> np.ndarray:
     """(n, length) int array: n sequences drawn from the target directly, one position at a time."""
-    P = checks.distribution(P, "P")
+    P = bigram(P, "P")
     length = checks.whole(length, "length", scalar=True)
     n = checks.whole(n, f"n (at most {MAX_TOKENS:,} tokens a call)", high=MAX_TOKENS // length, scalar=True)
+    _check_rng(rng)
     out = np.empty((n, length), dtype=np.int64)
     prev = np.full(n, BOS)
     for t in range(length):
@@ -206,10 +222,8 @@ def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
     Each loop iteration is one round for every unfinished sequence; there is no per-sequence loop.
     A round's output beyond `length` is cut, as a real engine stops at max_new_tokens.
     """
-    P = checks.distribution(P, "P")
-    Q = checks.distribution(Q, "Q")
-    if P.shape != Q.shape or P.ndim != 2 or P.shape[0] != P.shape[1]:
-        raise ValueError(f"P and Q must both be (V, V) bigram tables, got {P.shape} and {Q.shape}")
+    P, Q = bigram(P, "P"), bigram(Q, "Q", P.shape[0] if np.ndim(P) == 2 else None)
+    _check_rng(rng)
     length = checks.whole(length, "length", scalar=True)
     n = checks.whole(n, f"n (at most {MAX_TOKENS:,} tokens a call)", high=MAX_TOKENS // length, scalar=True)
     k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
@@ -237,6 +251,9 @@ def _lockstep(one_round, P, Q, k, rng, out, calls, totals, judged, accepted_at):
     active = np.arange(n)
     while active.size:
         block, n_emit, n_acc = one_round(P, Q, prev[active], k, rng)
+        if np.any(np.asarray(n_emit) < 1):  # a round that emits nothing would loop forever
+            raise ValueError("rule: a round emitted no token (every round must emit at least one: the "
+                             "accepted drafts plus the target's own)")
         # position i was judged when the scan reached it, and accepted when n_acc > i
         reach = np.bincount(np.minimum(n_acc + 1, k), minlength=k + 1)
         judged += reach[::-1].cumsum()[::-1][1:]
@@ -257,7 +274,7 @@ def _lockstep(one_round, P, Q, k, rng, out, calls, totals, judged, accepted_at):
 
 def exact_distribution(P, length: int) -> np.ndarray:
     """(V**length,) probability of every sequence, in lexicographic order (token 0 first)."""
-    P = checks.distribution(P, "P")
+    P = bigram(P, "P")
     V, length = P.shape[1], checks.whole(length, "length", scalar=True)
     if V**length > 50_000_000:
         raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
@@ -287,7 +304,8 @@ def _branch_rule(P, Q, rule):
 def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> np.ndarray:
     """(V**length,) exact probability of every sequence that speculative sampling emits, by walking
     every draft, accept and reject branch. Pass Fraction object arrays for exact rational arithmetic."""
-    P, Q = checks.distribution(P, "P"), checks.distribution(Q, "Q")
+    P = bigram(P, "P")
+    Q = bigram(Q, "Q", P.shape[0])
     V, length, k = P.shape[1], checks.whole(length, "length", scalar=True), checks.whole(k, "k", scalar=True)
     if V**length > 50_000_000:
         raise ValueError(f"V**length = {V**length} outcomes is too many to enumerate")
@@ -371,8 +389,12 @@ def compare(samples, exact):
     exp = np.append(expected[big], expected[~big].sum())
     if exp[-1] == 0:
         obs, exp = obs[:-1], exp[:-1]
-    if obs.size < 2:  # every sample is the one outcome the reference allows: nothing to reject
-        return float(tv), 1.0
+    if obs.size < 2:
+        if np.count_nonzero(exact) > 1:  # a test that could reject nothing must not read as "exact"
+            need = int(np.ceil(MIN_EXPECTED / exact.max()))
+            raise ValueError(f"samples: {n} are too few for the chi-square test (no outcome expects "
+                             f"{MIN_EXPECTED:g} hits, so nothing could be rejected); draw at least {need}")
+        return float(tv), 1.0  # the reference allows one outcome and every sample is it
     stat = ((obs - exp) ** 2 / exp).sum()
     return float(tv), float(sps.chi2.sf(stat, obs.size - 1))
 
@@ -404,7 +426,11 @@ def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "tar
 def depth_round(P, Qs):
     """A round function whose draft at depth j samples from Qs[j]: a drafter whose guesses get worse
     the further ahead it looks, so acceptance varies by position. Exact, like exact_round; k = len(Qs)."""
-    Qs = [checks.distribution(Qj, "Qs[j]") for Qj in Qs]
+    P = bigram(P, "P")
+    if not isinstance(Qs, (list, tuple)) or not Qs:
+        raise TypeError("Qs must be a non-empty list of (V, V) draft tables, one per depth, got "
+                        f"{type(Qs).__name__}")
+    Qs = [bigram(Qj, f"Qs[{j}]", P.shape[0]) for j, Qj in enumerate(Qs)]
     V = P.shape[0]
     pickers = [Table(Qj).sample for Qj in Qs]
     accepts = [rules.acceptance_probability(P, Qj) for Qj in Qs]
@@ -431,7 +457,7 @@ def depth_round(P, Qs):
 
 def stationary(P) -> np.ndarray:
     """(V,) the long-run token frequencies of the bigram target: the left eigenvector of P for 1."""
-    P = checks.distribution(P, "P")
+    P = bigram(P, "P")
     vals, vecs = np.linalg.eig(P.T)
     pi = np.real(vecs[:, np.argmin(np.abs(vals - 1))])
     return pi / pi.sum()
@@ -440,7 +466,7 @@ def stationary(P) -> np.ndarray:
 def predicted_alpha(P, Q) -> float:
     """Acceptance predicted without sampling: sum(min(P, Q)) per context, weighted by how often
     the target visits each context in the long run."""
-    return float(stationary(P) @ np.minimum(P, Q).sum(axis=1))
+    return float(stationary(P) @ np.minimum(P, bigram(Q, "Q", np.shape(P)[0])).sum(axis=1))
 
 
 def expected_tv_noise(exact, n) -> np.ndarray:

@@ -32,6 +32,14 @@ class Tree:
     parents: list[int] = field(default_factory=list)
 
     def __post_init__(self):
+        from specnotes import checks
+
+        if not isinstance(self.tokens, (list, tuple)) or not isinstance(self.parents, (list, tuple)):
+            raise TypeError(f"a tree's tokens and parents must be lists, got {type(self.tokens).__name__} "
+                            f"and {type(self.parents).__name__}")
+        checks.token_ids(self.tokens, "tokens", 2**62, empty=True)
+        if self.parents:
+            checks.whole(list(self.parents), "parents", low=-1)
         if len(self.tokens) != len(self.parents):
             raise ValueError(f"a tree needs one parent per token; got {len(self.tokens)} tokens and "
                              f"{len(self.parents)} parents")

@@ -113,6 +113,9 @@ def plot_zoo(names, tvs, noise_floor: float, flagged, ax=None):
     """Horizontal bars of each rule's TV distance, the exact rule's level marked as the noise floor."""
     import matplotlib.pyplot as plt
 
+    if not len(names) == len(tvs) == len(flagged):  # matplotlib would cycle a short colour list silently
+        raise ValueError(f"names, tvs and flagged need one entry per rule; got {len(names)}, {len(tvs)} and "
+                         f"{len(flagged)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.4 * len(names) + 1))
     colors = ["tab:red" if f else "tab:green" for f in flagged]
@@ -214,8 +217,9 @@ def draw_speedup(view: SpeedupView, alpha: float, c: float, heatmap=None, fig=No
 
 def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
     """The calculator's answer for one choice of model size, dtype, GPU and draft length (pure)."""
-    from specnotes import roofline
+    from specnotes import checks, roofline
 
+    k = checks.whole(k, "k", scalar=True)
     m = roofline.machine(gpu)
     weights = roofline.model_bytes(n_params, dtype)
     t1 = roofline.step_time(n_params, dtype, m)
@@ -240,8 +244,9 @@ def plot_roofline(gpu, dtype: str, k: int = 4, prefill: int = 512, ax=None):
     verify (T=k+1) and prefill passes marked."""
     import matplotlib.pyplot as plt
 
-    from specnotes import roofline
+    from specnotes import checks, roofline
 
+    k, prefill = checks.whole(k, "k", scalar=True), checks.whole(prefill, "prefill", scalar=True)
     m = roofline.machine(gpu)
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))

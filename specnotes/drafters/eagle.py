@@ -171,10 +171,15 @@ class EagleLite:
         step by V / n; None scores every token (also what a target too small for those ids gets).
         min_confidence: draft a token only while its probability under the draft (over the scored
         tokens) is at least this; a round can then draft nothing and costs one plain target step."""
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
-        if min_confidence is not None and not 0 <= min_confidence < 1:
-            raise ValueError(f"min_confidence is a probability in [0, 1), got {min_confidence!r}")
+        from specnotes import checks
+
+        k = checks.whole(k, "k", scalar=True)
+        if min_confidence is not None:
+            min_confidence = checks.probability(min_confidence, "min_confidence", high_open=True, scalar=True)
+        if vocab is not None:
+            vocab = checks.whole(vocab, "vocab", scalar=True)
+        if isinstance(model, str) and model != "trained":
+            raise ValueError(f"model must be 'trained', or a model from new_model/train_eagle, got {model!r}")
         self.model = load_eagle(target) if model == "trained" else model
         self.k = k
         self.min_confidence = min_confidence

@@ -39,6 +39,10 @@ def exit_model(target, n_layers: int, rank: int | None = 64):
     Target weights are shared and frozen; only the adapter's are trainable."""
     from specnotes.models import truncated
 
+    if rank is not None:
+        from specnotes import checks
+
+        rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)
     model = truncated(target, n_layers)
     for p in model.parameters():
         p.requires_grad_(False)
@@ -86,7 +90,14 @@ class EarlyExit(DraftModel):
 
     def __init__(self, target, n_layers: int = 4, adapter=None, rank: int = 64,
                  quick_seconds: float = 20.0):
-        self.n_layers = n_layers
+        from specnotes import checks
+
+        self.n_layers = n_layers = checks.whole(n_layers, "n_layers", high=target.config.num_hidden_layers,
+                                                scalar=True)
+        rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)
+        if isinstance(adapter, str) and adapter != "trained":
+            raise ValueError(f"adapter must be None (the plain exit), 'trained', or an exit model from "
+                             f"train_exit_adapter, got {adapter!r}")
         if adapter is None:
             model = exit_model(target, n_layers, rank=None)
         elif adapter == "trained":

@@ -59,9 +59,10 @@ def _heads_class():
 
 def new_heads(target, n_heads: int = 3):
     """Untrained heads (each starts as a copy of the LM head's own guess, shifted one position)."""
-    if not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be an int >= 1, got {n_heads!r}")
+    from specnotes import checks
     from specnotes.env import follow
+
+    n_heads = checks.whole(n_heads, "n_heads", high=64, scalar=True)
 
     return follow(target, _heads_class()(target, n_heads))
 
@@ -178,11 +179,20 @@ class Medusa:
     tree = True  # verified with specnotes.tree.generate, not the chain engine
 
     def __init__(self, target, heads="trained", widths=(3, 2, 2), n_heads: int = 3):
-        from specnotes import tree
+        from specnotes import checks, tree
 
+        if isinstance(heads, str) and heads != "trained":
+            raise ValueError(f"heads must be 'trained', or heads from new_heads/train_medusa, got {heads!r}")
         self.heads = load_medusa_heads(target, n_heads) if heads == "trained" else heads
-        if len(widths) > self.heads.n_heads or min(widths) < 1:
-            raise ValueError(f"widths {widths} need one width >= 1 per head, at most {self.heads.n_heads}")
+        if not isinstance(getattr(self.heads, "n_heads", None), int):
+            raise TypeError(f"heads must be 'trained' or a MedusaHeads module (new_heads(target) or "
+                            f"train_medusa(target)[0]), got {type(heads).__name__}")
+        if not isinstance(widths, (list, tuple)) or not widths:
+            raise TypeError(f"widths must be a non-empty tuple, one width per head (e.g. (3, 2, 2)), got "
+                            f"{widths!r}")
+        widths = [checks.whole(w, "widths", high=target.config.vocab_size, scalar=True) for w in widths]
+        if len(widths) > self.heads.n_heads:
+            raise ValueError(f"widths {tuple(widths)} need one width per head, at most {self.heads.n_heads}")
         self.widths = tuple(widths)
         self.choices = tree.default_choices(self.widths)
 
