@@ -21,9 +21,13 @@ def student(target, layers: tuple[int, ...] = (0, 1)):
     final norm, sharing the target's embeddings and LM head, which stay frozen."""
     import torch
 
+    from specnotes import checks
+
     total = target.config.num_hidden_layers
-    if not layers or any(not 0 <= i < total for i in layers):
-        raise ValueError(f"layers must be indices into the target's {total} layers, got {layers!r}")
+    if not isinstance(layers, (list, tuple)) or not layers:
+        raise TypeError(f"layers must be a non-empty tuple of the target's layer indices, got {layers!r}")
+    layers = tuple(int(i) for i in checks.whole(list(layers), f"layers (indices into the target's {total})",
+                                                 low=0, high=total - 1))
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = len(layers)
     if getattr(config, "layer_types", None):

@@ -29,8 +29,6 @@ class Lookahead:
         window = checks.whole(window, "window", low=0, scalar=True)
         max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
         seed = checks.whole(seed, "seed", low=0, scalar=True)
-        if n < 2 or window < 0 or max_tokens < 1:
-            raise ValueError(f"need n >= 2, window >= 0, max_tokens >= 1; got {n}, {window}, {max_tokens}")
         self.n, self.window, self.max_tokens = n, window, max_tokens
         self.rng = np.random.default_rng(seed)
         self.pool: dict[tuple, int] = {}

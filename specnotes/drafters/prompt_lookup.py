@@ -34,15 +34,13 @@ class PromptLookup:
                  min_tokens: int = 2, max_tokens: int = 32, grow: int = 8, weak_ngram: int = 2):
         from specnotes import checks
 
-        max_ngram, num_tokens = checks.whole(max_ngram, "max_ngram", scalar=True), checks.whole(
-            num_tokens, "num_tokens", scalar=True)
-        min_tokens, max_tokens = checks.whole(min_tokens, "min_tokens", scalar=True), checks.whole(
-            max_tokens, "max_tokens", scalar=True)
-        grow, weak_ngram = checks.whole(grow, "grow", low=0, scalar=True), checks.whole(
-            weak_ngram, "weak_ngram", low=0, scalar=True)
-        if max_ngram < 1 or num_tokens < 1 or not 1 <= min_tokens <= num_tokens <= max_tokens:
-            raise ValueError("need max_ngram >= 1 and 1 <= min_tokens <= num_tokens <= max_tokens; got "
-                             f"{max_ngram}, {min_tokens}, {num_tokens}, {max_tokens}")
+        max_ngram = checks.whole(max_ngram, "max_ngram", scalar=True)
+        max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
+        num_tokens = checks.whole(num_tokens, "num_tokens", high=max_tokens, scalar=True)
+        min_tokens = checks.whole(min_tokens, "min_tokens (the shortest adaptive draft)", high=num_tokens,
+                                  scalar=True)
+        grow = checks.whole(grow, "grow", low=0, scalar=True)
+        weak_ngram = checks.whole(weak_ngram, "weak_ngram", low=0, scalar=True)
         self.max_ngram, self.num_tokens, self.adaptive = max_ngram, num_tokens, adaptive
         self.min_tokens, self.max_tokens, self.grow = min_tokens, max_tokens, grow
         self.weak_ngram = weak_ngram

@@ -69,8 +69,6 @@ class Suffix:
         max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
         factor = checks.positive(factor, "factor", scalar=True)
         min_prob = checks.probability(min_prob, "min_prob", scalar=True)
-        if max_match < 1 or max_tokens < 1 or factor <= 0 or not 0 <= min_prob <= 1:
-            raise ValueError("need max_match >= 1, max_tokens >= 1, factor > 0 and 0 <= min_prob <= 1")
         self.max_match, self.max_tokens, self.factor, self.min_prob = max_match, max_tokens, factor, min_prob
         self.remember = remember
         self.history = SuffixTrie(max_match + max_tokens)  # earlier outputs, kept across reset()
