@@ -121,10 +121,19 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     do_sample=False is greedy; otherwise both sample at `temperature`."""
     from tqdm.auto import tqdm
 
-    from specnotes import engine, tree
+    from specnotes import checks, engine, tree
     from specnotes.decode import plain_generate, prompt_ids
     from specnotes.env import device_of
 
+    # everything is checked before the first prompt runs, not minutes later at the first bad one
+    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
+    k = checks.whole(k, "k", scalar=True)
+    if not isinstance(drafters, dict) or not all(callable(make) for make in drafters.values()):
+        raise TypeError("drafters must be a dict of name -> factory (lambda: PromptLookup()), so each run "
+                        f"gets a fresh drafter; got {drafters!r}")
+    for i, p in enumerate(prompts):
+        if not (isinstance(p, dict) and isinstance(p.get("text"), str) and "kind" in p):
+            raise ValueError(f"prompts[{i}] must be a dict with 'kind' and 'text', got {p!r}")
     runs = []
     for i, p in enumerate(tqdm(prompts, desc="prompts", **({} if progress else {"disable": True}))):
         ids = prompt_ids(tokenizer, p["text"], device=device_of(target))
@@ -156,6 +165,10 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
 
 def table(runs: list[Run]) -> list[Row]:
     """One row per (drafter, kind), and an "all" row per drafter; sums before ratios."""
+    bad = [r for r in runs if not (r.seconds > 0 and r.plain_seconds > 0)]
+    if bad:
+        raise ValueError(f"runs: every run must have taken time; {bad[0].drafter} on {bad[0].kind} has "
+                         f"seconds={bad[0].seconds}, plain_seconds={bad[0].plain_seconds}")
     rows = []
     names = list(dict.fromkeys(r.drafter for r in runs))
     kinds = [k for k in KINDS if any(r.kind == k for r in runs)]
@@ -202,6 +215,9 @@ def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]],
     """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind."""
     from tqdm.auto import tqdm
 
+    from specnotes import checks
+
+    checks.positive(list(temperatures), "temperatures (0 means greedy)", zero=True)
     out = []
     for temp in tqdm(temperatures, desc="temperatures", disable=not progress):
         runs = run(target, tokenizer, drafters, prompts, max_new_tokens, k, do_sample=temp > 0, seed=seed,

@@ -30,10 +30,10 @@ class Machine:
     peak_dtype: str = ""  # which dtype the peak is quoted for (a bf16 tensor peak says little about fp32)
 
     def __post_init__(self):
-        if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
-            raise ValueError(f"{self.name}: bandwidth must be positive bytes/s, got {self.bandwidth}")
-        if not (self.peak_flops > 0 and math.isfinite(self.peak_flops)):
-            raise ValueError(f"{self.name}: peak_flops must be a positive FLOP/s, got {self.peak_flops}")
+        checks.positive(self.bandwidth, f"{self.name}: bandwidth (bytes/s)", scalar=True)
+        checks.positive(self.peak_flops, f"{self.name}: peak_flops (FLOP/s)", scalar=True)
+        if not (isinstance(self.memory_bytes, float) and math.isnan(self.memory_bytes)):  # nan: unknown
+            checks.positive(self.memory_bytes, f"{self.name}: memory_bytes (nan when unknown)", scalar=True)
 
 
 @dataclass(frozen=True)

@@ -401,6 +401,11 @@ def compare(samples, exact):
 
 def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
     """(vocab,) how often each token appears, averaged over positions, under a sequence distribution."""
+    vocab, length = checks.whole(vocab, "vocab", scalar=True), checks.whole(length, "length", scalar=True)
+    dist = checks.distribution(dist, "dist")
+    if dist.shape != (vocab**length,):
+        raise ValueError(f"dist must hold vocab**length = {vocab}**{length} probabilities, got shape "
+                         f"{dist.shape}")
     seqs = np.indices((vocab,) * length).reshape(length, -1).T  # lexicographic, like exact_distribution
     counts = np.stack([(seqs == v).sum(axis=1) for v in range(vocab)], axis=1) / length
     return np.asarray(dist, dtype=np.float64) @ counts
@@ -408,6 +413,11 @@ def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
 
 def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):
     """{sampler: (len(ns), 2) array of (tv, p_value)} for each sample size, sampled afresh per N."""
+    ns = [int(n) for n in np.atleast_1d(checks.whole(list(np.atleast_1d(ns)), "ns"))]
+    if isinstance(samplers, str) or not samplers:
+        raise TypeError(f"samplers must be a list of rule names such as ('target', 'exact'), got "
+                        f"{samplers!r}")
+    seed = checks.whole(seed, "seed", low=0, scalar=True)
     exact = exact_distribution(P, length)
     out = {}
     for name in samplers:

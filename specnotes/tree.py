@@ -100,6 +100,10 @@ def static_tree(candidates: list[list[int]], choices: list[tuple[int, ...]]) -> 
     nodes: dict[tuple[int, ...], int] = {}
     tokens, parents = [], []
     for choice in sorted(set(map(tuple, choices)), key=lambda c: (len(c), c)):
+        if not choice or any(not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 0
+                             for r in choice):
+            raise ValueError(f"choices: {choice} must be a non-empty tuple of ranks >= 0 (0: a head's best "
+                             "candidate)")
         if len(choice) > len(candidates):
             raise ValueError(f"choice {choice} is deeper than the {len(candidates)} candidate lists")
         if choice[-1] >= len(candidates[len(choice) - 1]):
@@ -129,8 +133,12 @@ class RandomTree:
     for speed, ideal for testing a sampling rule, since it produces rejections of every kind."""
 
     def __init__(self, vocab: int, widths=(3, 2, 1), seed: int = 0):
+        from specnotes import checks
+
+        vocab = checks.whole(vocab, "vocab", scalar=True)
+        widths = [checks.whole(w, "widths (each at most vocab)", high=vocab, scalar=True) for w in widths]
         self.vocab, self.widths = vocab, tuple(widths)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
 
     def reset(self, prompt: list[int]) -> None:
         pass
@@ -278,6 +286,9 @@ def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     if rule not in ("exact", "typical"):
         raise ValueError(f"rule must be 'exact' or 'typical', got {rule!r}")
+    if rule == "typical" and not do_sample:
+        raise ValueError("rule='typical' is a sampling rule (greedy verification is already exact); pass "
+                         "do_sample=True, or leave rule='exact'")
     start = time.perf_counter()
     sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device_of(target))
     eos = _eos_set(target, eos_token_id)

@@ -342,6 +342,9 @@ def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: f
     given only the "all" rows, one bar per drafter."""
     import matplotlib.pyplot as plt
 
+    if rows and not hasattr(rows[0], value):
+        fields = ", ".join(f for f in vars(rows[0]) if not f.startswith("_"))
+        raise ValueError(f"value {value!r} is not a column of the drafter table; choose one of {fields}")
     ax = ax or plt.subplots(figsize=(9, 3.6))[1]
     names = list(dict.fromkeys(r.drafter for r in rows))
     kinds = [k for k in dict.fromkeys(r.kind for r in rows) if k != "all"] or ["all"]
@@ -513,6 +516,9 @@ def plot_temperature_sweep(records: list[dict], value: str = "alpha", ax=None):
     """α (or tokens per pass) against temperature, one line per (drafter, prompt kind)."""
     import matplotlib.pyplot as plt
 
+    if records and value not in records[0]:
+        raise ValueError(f"value {value!r} is not a column of the sweep; choose one of "
+                         f"{', '.join(records[0])}")
     ax = ax or plt.subplots(figsize=(7, 4))[1]
     sel = [r for r in records if r["kind"] != "all"]
     styles = {}
@@ -534,6 +540,9 @@ def plot_arrivals(series: dict, ax=None):
     zero, then one long wait), plain ones at a steady pace. series: name -> arrival times in seconds."""
     import matplotlib.pyplot as plt
 
+    short = [name for name, times in series.items() if len(times) < 2]
+    if short:
+        raise ValueError(f"series: {short[0]!r} has fewer than two arrival times, so no gap to plot")
     ax = ax or plt.subplots(figsize=(6.5, 4))[1]
     for name, times in series.items():
         gaps = np.sort(np.diff(np.asarray(times)) * 1e3)

@@ -22,6 +22,7 @@ from specnotes import (
     adaptive,
     bench,
     bugzoo,
+    compare,
     decode,
     distill,
     engine,
@@ -336,6 +337,34 @@ bad("viz.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambda v: 
 bad("viz.plot_roofline", "k", {"negative": -3}, lambda v: viz.plot_roofline("H100 SXM", "bf16", k=v))
 bad("viz.plot_roofline", "prefill", {"zero": 0}, lambda v: viz.plot_roofline("H100 SXM", "bf16", prefill=v))
 
+bad("toy.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
+    lambda v: toy.convergence(P, Q, v, 2, 2))
+one("toy.convergence", "samplers", "one name, not a list", lambda: toy.convergence(P, Q, [100], 2, 2, samplers="exact"))
+one("compare.run", "prompts", "one without a kind",
+    lambda: compare.run(TINY, None, {"pl": PromptLookup}, [{"text": "hi"}]))
+one("compare.run", "drafters", "an instance, not a factory",
+    lambda: compare.run(TINY, None, {"pl": PromptLookup()}, [{"kind": "copy", "text": "hi"}]))
+one("compare.by_temperature", "temperatures", "negative",
+    lambda: compare.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
+one("compare.table", "runs", "a run that took no time", lambda: compare.table([compare.Run(
+    "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]))
+one("viz.plot_arrivals", "series", "a one-token result", lambda: viz.plot_arrivals({"plain": [0.1]}))
+bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
+    lambda v: tree.static_tree([[1, 2, 3]], v))
+bad("tree.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: tree.RandomTree(v))
+bad("tree.RandomTree", "widths", {"wider than the vocabulary": (300,)}, lambda v: tree.RandomTree(256, widths=v))
+one("tree.generate", "rule", "typical when greedy", lambda: tree.generate(TINY, tree.RandomTree(256), IDS, 4, rule="typical"))
+bad("toy.token_marginals", "vocab", {"zero": 0}, lambda v: toy.token_marginals(EXACT, v, 2))
+bad("toy.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size": np.full(8, 1 / 8)},
+    lambda v: toy.token_marginals(v, 4, 2))
+bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -1.0},
+    lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
+bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
+one("viz.plot_drafter_bars", "value", "a typo", lambda: viz.plot_drafter_bars(compare.table([compare.Run(
+    "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]), value="speedpu"))
+one("viz.plot_temperature_sweep", "value", "a typo",
+    lambda: viz.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
+                                       value="alhpa"))
 
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_a_bad_value_is_refused_with_an_error_that_names_it(case):

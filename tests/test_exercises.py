@@ -94,3 +94,20 @@ def test_an_exception_points_at_the_learners_line():
 
     result = exercises.check("00.1", broken, verbose=False)
     assert any("NameError" in f and "of your function" in f for f in result.failures)
+
+
+def test_an_error_raised_inside_the_learners_function_is_reported_as_theirs():
+    """A StopIteration from their code reaches the checker's generator as a RuntimeError, and a partial or a
+    callable object has no __code__: both used to be blamed on the returned value's shape."""
+    import functools
+
+    def stops(*args):
+        return next(iter([]))
+
+    def divides(*args):
+        return 1 / 0
+
+    for fn, kind in ((stops, "StopIteration"), (functools.partial(divides), "ZeroDivisionError")):
+        result = exercises.check("06.1", fn, verbose=False)
+        assert not result.passed
+        assert result.failures[0].startswith(f"your function raised {kind}"), result.failures

@@ -61,10 +61,14 @@ def check(exercise_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
         raise TypeError(f"pass your function itself, e.g. check({exercise_id!r}, my_fn); got {fn!r}")
     ex = exercises[exercise_id]
     failures, n = [], 0
-    returned_none = []
+    returned_none, raised = [], []
 
     def watched(*args, **kwargs):
-        out = fn(*args, **kwargs)
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as exc:  # remembered: a StopIteration would reach the checker as a RuntimeError
+            raised.append(exc)
+            raise
         if out is None:
             returned_none.append(True)
         return out
@@ -77,12 +81,13 @@ def check(exercise_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     except NotImplementedError:
         failures.append("not implemented yet: replace the `raise NotImplementedError` with your code")
     except Exception as exc:
-        theirs = getattr(getattr(fn, "__code__", None), "co_filename", None)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == theirs]
         case = f" on hidden case {n + 1}" if n else " on the first hidden case"
-        if frames:  # the learner's code raised: show where in *their* code, briefly
-            failures.append(f"your function raised {type(exc).__name__}{case}: {exc} "
-                            f"(line {frames[-1].lineno} of your function)")
+        if raised:  # the learner's code raised: show where in *their* code, briefly
+            own = raised[-1]
+            theirs = getattr(getattr(fn, "__code__", None), "co_filename", None)
+            frames = [f for f in traceback.extract_tb(own.__traceback__) if f.filename == theirs]
+            where = f" (line {frames[-1].lineno} of your function)" if frames else ""
+            failures.append(f"your function raised {type(own).__name__}{case}: {own}{where}")
         else:  # the checker could not use what came back
             failures.append(f"the value your function returned{case} has the wrong type or shape "
                             f"({type(exc).__name__}: {exc}); check what the exercise asks you to return")
