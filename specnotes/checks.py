@@ -8,8 +8,6 @@ number here: `k=True` is far more often a slip than a 1.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 ATOL = 1e-6  # how far a numpy distribution's row may sum from 1
@@ -47,37 +45,35 @@ def _shown(value) -> str:
     return repr(value) if arr.size <= 8 else f"an array of {arr.size} values"
 
 
-def _out(arr: np.ndarray, scalar: bool):
-    return arr[()] if scalar else arr
-
-
 def whole(value, name: str, low: int = 1, high: int | None = None, scalar: bool = False):
     """An int (or, unless scalar=True, an integer array) in [low, high]. Floats with whole values (3.0)
     pass; 2.5 does not."""
-    one = np.ndim(value) == 0
-    numeric = isinstance(value, (numbers.Real, np.ndarray, np.generic)) or hasattr(value, "detach")
-    if isinstance(value, (bool, np.bool_)) or (one and not numeric):
-        raise TypeError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})")
     arr = _numbers(value, name, scalar)
-    scalar = one
+    one = np.ndim(value) == 0
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must be a whole number, got {_shown(value)}")
         arr = arr.astype(np.int64)
-    if arr.size == 0 and not scalar:
+    if arr.size == 0 and not one:
         raise ValueError(f"{name} must not be empty")
     if np.any(arr < low) or (high is not None and np.any(arr > high)):
         bound = f">= {low}" if high is None else f"in {low}..{high}"
         raise ValueError(f"{name} must be {bound}, got {_shown(value)}")
-    return int(arr) if scalar else arr
+    return int(arr) if one else arr
+
+
+def _reals(value, name: str, scalar: bool) -> np.ndarray:
+    """value as a non-empty float64 array (see _numbers)."""
+    arr = _numbers(value, name, scalar).astype(np.float64)
+    if arr.size == 0 and np.ndim(value) != 0:
+        raise ValueError(f"{name} must not be empty")
+    return arr
 
 
 def positive(value, name: str, zero: bool = False, scalar: bool = False):
     """A finite real number (or, unless scalar=True, an array of them) > 0, or >= 0 with zero=True, as
     float64."""
-    arr = _numbers(value, name, scalar).astype(np.float64)
-    if arr.size == 0 and np.ndim(value) != 0:
-        raise ValueError(f"{name} must not be empty")
+    arr = _reals(value, name, scalar)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite, got {_shown(value)}")
     if np.any(arr < 0) or (not zero and np.any(arr == 0)):
@@ -88,9 +84,7 @@ def positive(value, name: str, zero: bool = False, scalar: bool = False):
 def probability(value, name: str, low_open: bool = False, high_open: bool = False, scalar: bool = False):
     """A probability (or, unless scalar=True, an array of them): finite, in [0, 1]; either end may be
     excluded."""
-    arr = _numbers(value, name, scalar).astype(np.float64)
-    if arr.size == 0 and np.ndim(value) != 0:
-        raise ValueError(f"{name} must not be empty")
+    arr = _reals(value, name, scalar)
     low_bad = (arr <= 0) if low_open else (arr < 0)
     high_bad = (arr >= 1) if high_open else (arr > 1)
     if not np.all(np.isfinite(arr)) or np.any(low_bad | high_bad):
@@ -121,8 +115,9 @@ def distribution(p, name: str = "p", atol: float = ATOL) -> np.ndarray:
     return np.asarray(p) if exact else arr
 
 
-def token_ids(ids, name: str, vocab_size: int, empty: bool = False) -> list[int]:
-    """ids (a list, a numpy array or a torch tensor, 1-D) as a list of ints, each in [0, vocab_size)."""
+def token_ids(ids, name: str, vocab_size: int | None, empty: bool = False) -> list[int]:
+    """ids (a list, a numpy array or a torch tensor, 1-D) as a list of ints, each in [0, vocab_size)
+    (vocab_size None: any id >= 0)."""
     if hasattr(ids, "detach"):
         if ids.dtype.is_floating_point or ids.dtype.is_complex or str(ids.dtype) == "torch.bool":
             raise TypeError(f"{name} must hold integer token ids, got a {ids.dtype} tensor")
@@ -132,9 +127,11 @@ def token_ids(ids, name: str, vocab_size: int, empty: bool = False) -> list[int]
         raise TypeError(f"{name} must be a flat sequence of integer token ids, got {_shown(ids)}")
     if arr.size == 0 and not empty:
         raise ValueError(f"{name} is empty: give at least one token (a BOS token, say)")
-    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
-        bad = int(arr[(arr < 0) | (arr >= vocab_size)][0])
-        raise ValueError(f"{name} holds token id {bad}, outside the vocabulary 0..{vocab_size - 1}")
+    top = np.inf if vocab_size is None else vocab_size
+    if arr.size and (arr.min() < 0 or arr.max() >= top):
+        bad = int(arr[(arr < 0) | (arr >= top)][0])
+        span = "0 or more" if vocab_size is None else f"the vocabulary 0..{vocab_size - 1}"
+        raise ValueError(f"{name} holds token id {bad}, outside {span}")
     return arr.astype(np.int64).tolist()
 
 

@@ -129,7 +129,8 @@ def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
     for cell, seconds in times.items():
         if not (isinstance(cell, tuple) and len(cell) == 2):
             raise TypeError(f"times: keys must be (batch, tokens) pairs, got {cell!r}")
-        checks.whole(cell[0], "times: a batch"), checks.whole(cell[1], "times: a token count")
+        checks.whole(cell[0], "times: a batch")
+        checks.whole(cell[1], "times: a token count")
         checks.positive(seconds, f"times[{cell}]")
     k, c = checks.whole(k, "k", scalar=True), checks.positive(c, "c", zero=True, scalar=True)
     out = {}

@@ -222,7 +222,8 @@ def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
     Each loop iteration is one round for every unfinished sequence; there is no per-sequence loop.
     A round's output beyond `length` is cut, as a real engine stops at max_new_tokens.
     """
-    P, Q = bigram(P, "P"), bigram(Q, "Q", P.shape[0] if np.ndim(P) == 2 else None)
+    P = bigram(P, "P")
+    Q = bigram(Q, "Q", P.shape[0])
     _check_rng(rng)
     length = checks.whole(length, "length", scalar=True)
     n = checks.whole(n, f"n (at most {MAX_TOKENS:,} tokens a call)", high=MAX_TOKENS // length, scalar=True)

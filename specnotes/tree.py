@@ -37,15 +37,15 @@ class Tree:
         if not isinstance(self.tokens, (list, tuple)) or not isinstance(self.parents, (list, tuple)):
             raise TypeError(f"a tree's tokens and parents must be lists, got {type(self.tokens).__name__} "
                             f"and {type(self.parents).__name__}")
-        checks.token_ids(self.tokens, "tokens", 2**62, empty=True)
-        if self.parents:
-            checks.whole(list(self.parents), "parents", low=-1)
+        checks.token_ids(self.tokens, "tokens", None, empty=True)
         if len(self.tokens) != len(self.parents):
             raise ValueError(f"a tree needs one parent per token; got {len(self.tokens)} tokens and "
                              f"{len(self.parents)} parents")
         for i, parent in enumerate(self.parents):
-            if not -1 <= parent < i:
-                raise ValueError(f"node {i}'s parent must be -1 (the root) or an earlier node; got {parent}")
+            whole = isinstance(parent, (int, np.integer)) and not isinstance(parent, bool)
+            if not (whole and -1 <= parent < i):
+                raise ValueError(f"parents: node {i}'s parent must be -1 (the root) or an earlier node; "
+                                 f"got {parent!r}")
 
     def __len__(self) -> int:
         return len(self.tokens)
