@@ -87,9 +87,9 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     import torch
 
     from specnotes import checks, engine
-    from specnotes.bench import first_difference
     from specnotes.decode import forward_pass, plain_generate
     from specnotes.env import device_of
+    from specnotes.timing import first_difference
 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)

@@ -176,7 +176,7 @@ def measure_bandwidth(device=None, megabytes: int = 256, repeats: int = 5,
     understates it on many CPUs; one giant matrix can too.)"""
     import torch
 
-    from specnotes.bench import time_call
+    from specnotes.timing import time_call
 
     megabytes, repeats = checks.whole(megabytes, "megabytes", scalar=True), checks.whole(repeats, "repeats",
                                                                                           scalar=True)
@@ -200,8 +200,8 @@ def measure_matmul_flops(device=None, n: int = 1024, dtype=None, repeats: int = 
     """Dense matmul throughput in FLOP/s (2 n^3 per n x n product); median after a warm-up."""
     import torch
 
-    from specnotes.bench import time_call
     from specnotes.env import default_dtype
+    from specnotes.timing import time_call
 
     n, repeats = checks.whole(n, "n", scalar=True), checks.whole(repeats, "repeats", scalar=True)
     device = _device_default(device)
@@ -235,7 +235,7 @@ def tokens_curve(model, tokens=(1, 2, 4, 8, 16, 32, 64), context: int = 256, rep
     for each T, and the roofline estimate for the same pass on `gpu` (default: this machine, whose
     rates are measured, so the estimate is not a hard lower bound).
     Returns (tokens, measured (len,), predicted (len,))."""
-    from specnotes.bench import time_forward
+    from specnotes.timing import time_forward
 
     tokens = np.atleast_1d(checks.whole(tokens, "tokens"))
     context, repeats = checks.whole(context, "context", low=0), checks.whole(repeats, "repeats")

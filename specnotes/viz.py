@@ -338,7 +338,7 @@ def plot_cache_lengths(result, prompt_len: int, ax=None):
 
 
 def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: float | None = 1.0):
-    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.compare.table);
+    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.drafter_table.table);
     given only the "all" rows, one bar per drafter."""
     import matplotlib.pyplot as plt
 
@@ -364,7 +364,7 @@ def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: f
 
 
 def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
-    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.compare.table)."""
+    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.drafter_table.table)."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(6.5, 3.6))[1]
@@ -382,7 +382,7 @@ def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
 
 def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
     """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
-    (records from specnotes.timings)."""
+    (records from specnotes.live)."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]

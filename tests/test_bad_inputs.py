@@ -20,11 +20,10 @@ import torch
 
 from specnotes import (
     adaptive,
-    bench,
     bugzoo,
-    compare,
     decode,
     distill,
+    drafter_table,
     engine,
     models,
     mtp,
@@ -33,6 +32,7 @@ from specnotes import (
     rules,
     serving,
     theory,
+    timing,
     toy,
     tree,
     viz,
@@ -237,10 +237,10 @@ bad("models.tiny_llama", "vocab_size", WHOLE, lambda v: models.tiny_llama(vocab_
 bad("models.tiny_llama", "layers", WHOLE, lambda v: models.tiny_llama(layers=v))
 bad("models.load", "name", {"empty": "", "a number": 3, "unknown": "gpt-7"}, lambda v: models.load(v), names="name")
 bad("models.fetch", "name", {"unknown": "gpt-7"}, lambda v: models.fetch(v), names="gpt-7")
-bad("bench.time_call", "repeats", WHOLE, lambda v: bench.time_call(lambda: None, repeats=v))
-bad("bench.time_call", "warmup", COUNT, lambda v: bench.time_call(lambda: None, warmup=v))
-bad("bench.time_forward", "tokens", WHOLE, lambda v: bench.time_forward(TINY, tokens=v))
-bad("bench.time_forward", "context", COUNT, lambda v: bench.time_forward(TINY, context=v))
+bad("timing.time_call", "repeats", WHOLE, lambda v: timing.time_call(lambda: None, repeats=v))
+bad("timing.time_call", "warmup", COUNT, lambda v: timing.time_call(lambda: None, warmup=v))
+bad("timing.time_forward", "tokens", WHOLE, lambda v: timing.time_forward(TINY, tokens=v))
+bad("timing.time_forward", "context", COUNT, lambda v: timing.time_forward(TINY, context=v))
 bad("viz.speedup_view", "k", WHOLE, lambda v: viz.speedup_view(0.8, v, 0.05))
 bad("viz.speedup_view", "alpha", PROBABILITY, lambda v: viz.speedup_view(v, 4, 0.05))
 bad("viz.roofline_readout", "n_params", POSITIVE, lambda v: viz.roofline_readout(v, "bf16", "H100 SXM"))
@@ -340,13 +340,13 @@ bad("viz.plot_roofline", "prefill", {"zero": 0}, lambda v: viz.plot_roofline("H1
 bad("toy.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
     lambda v: toy.convergence(P, Q, v, 2, 2))
 one("toy.convergence", "samplers", "one name, not a list", lambda: toy.convergence(P, Q, [100], 2, 2, samplers="exact"))
-one("compare.run", "prompts", "one without a kind",
-    lambda: compare.run(TINY, None, {"pl": PromptLookup}, [{"text": "hi"}]))
-one("compare.run", "drafters", "an instance, not a factory",
-    lambda: compare.run(TINY, None, {"pl": PromptLookup()}, [{"kind": "copy", "text": "hi"}]))
-one("compare.by_temperature", "temperatures", "negative",
-    lambda: compare.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
-one("compare.table", "runs", "a run that took no time", lambda: compare.table([compare.Run(
+one("drafter_table.run", "prompts", "one without a kind",
+    lambda: drafter_table.run(TINY, None, {"pl": PromptLookup}, [{"text": "hi"}]))
+one("drafter_table.run", "drafters", "an instance, not a factory",
+    lambda: drafter_table.run(TINY, None, {"pl": PromptLookup()}, [{"kind": "copy", "text": "hi"}]))
+one("drafter_table.by_temperature", "temperatures", "negative",
+    lambda: drafter_table.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
+one("drafter_table.table", "runs", "a run that took no time", lambda: drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]))
 one("viz.plot_arrivals", "series", "a one-token result", lambda: viz.plot_arrivals({"plain": [0.1]}))
 bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
@@ -360,7 +360,7 @@ bad("toy.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size": n
 bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -1.0},
     lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
 bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
-one("viz.plot_drafter_bars", "value", "a typo", lambda: viz.plot_drafter_bars(compare.table([compare.Run(
+one("viz.plot_drafter_bars", "value", "a typo", lambda: viz.plot_drafter_bars(drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]), value="speedpu"))
 one("viz.plot_temperature_sweep", "value", "a typo",
     lambda: viz.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],

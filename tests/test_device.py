@@ -22,7 +22,7 @@ import re
 import pytest
 import torch
 
-from specnotes import compare, distill, engine, env, models, numerics, serving, timings, tree
+from specnotes import distill, drafter_table, engine, env, live, models, numerics, serving, tree
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.drafters.distilled import student
@@ -295,11 +295,11 @@ def test_the_drafter_table_runs_on_a_second_device(tokenizer):
     target, draft = wide_pair()
     prompts = [{"kind": "copy", "text": TEXT}]
     makers = {**chain_drafters(target, draft), **tree_drafters(target)}
-    reference = compare.run(target, tokenizer, makers, prompts, max_new_tokens=12, k=3, progress=False)
+    reference = drafter_table.run(target, tokenizer, makers, prompts, max_new_tokens=12, k=3, progress=False)
     with virtual_device():
         target, draft = target.to(VIRTUAL), draft.to(VIRTUAL)
         makers = {**chain_drafters(target, draft), **tree_drafters(target)}
-        runs = compare.run(target, tokenizer, makers, prompts, max_new_tokens=12, k=3, progress=False)
+        runs = drafter_table.run(target, tokenizer, makers, prompts, max_new_tokens=12, k=3, progress=False)
     assert [(r.drafter, r.accepted, r.identical) for r in runs] == \
         [(r.drafter, r.accepted, r.identical) for r in reference]
     assert all(r.identical for r in runs)
@@ -313,8 +313,8 @@ def test_the_timing_suite_runs_on_a_second_device_and_in_16_bits(where, tokenize
     with ctx:
         if where == "virtual":
             target, draft = target.to(VIRTUAL), draft.to(VIRTUAL)
-        plan = timings.Plan(env.device_of(target).type, env.dtype_name(dtype), "tiny", "tiny", "test")
-        report = timings.run(plan, max_new_tokens=8, repeats=1, prompts_per_kind=1, extra_modes=False,
+        plan = live.Plan(env.device_of(target).type, env.dtype_name(dtype), "tiny", "tiny", "test")
+        report = live.run(plan, max_new_tokens=8, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=0, cost_repeats=1, progress=False, loaded=(target, tokenizer, draft))
     assert report["machine"]["dtype"] == env.dtype_name(dtype)  # labelled with what ran
     assert report["machine"]["device"] == env.device_of(target).type
@@ -377,7 +377,7 @@ def test_on_a_t4_the_plan_and_labels_say_float16(monkeypatch):
     """The fp16 branch of the dtype rule: a GPU without native bf16 (Colab's T4)."""
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=False: False)
     assert env.default_dtype("cuda") == torch.float16 and env.half_dtype("cuda") == torch.float16
-    assert timings.plan(device="cuda", online=False).dtype == "float16"
+    assert live.plan(device="cuda", online=False).dtype == "float16"
     assert env.half_dtype("cpu") == torch.bfloat16 and env.default_dtype("cpu") == torch.float32
 
 
@@ -393,8 +393,8 @@ def test_the_offline_plan_of_a_gpu_runtime_runs_to_the_end_on_a_second_device():
     committed distilled draft and trained early exit, transformers' assisted generation and the engine,
     all on the second device, through the whole suite."""
     with virtual_device():
-        plan = timings.Plan(VIRTUAL.type, "float16", models.DEFAULT, "distilled", "offline, second device")
-        report = timings.run(plan, max_new_tokens=4, repeats=1, samplings=("greedy",), prompts_per_kind=1,
+        plan = live.Plan(VIRTUAL.type, "float16", models.DEFAULT, "distilled", "offline, second device")
+        report = live.run(plan, max_new_tokens=4, repeats=1, samplings=("greedy",), prompts_per_kind=1,
                              warmup=0, cost_repeats=1, progress=False)
     assert (report["machine"]["device"], report["machine"]["dtype"]) == ("meta", "float16")
     modes = {r["mode"] for r in report["runs"]}

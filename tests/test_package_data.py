@@ -21,7 +21,7 @@ from tests.notebook_utils import ROOT
 PROBE = r"""
 import json
 import specnotes
-from specnotes import distill, paths, roofline, timings
+from specnotes import distill, live, paths, roofline
 from specnotes.drafters import distilled, eagle, early_exit, medusa
 
 data = paths.data_dir()
@@ -33,7 +33,7 @@ print(json.dumps({
     "catalog": sorted(roofline.catalog()),
     "heldout": len(distill.prompts("heldout")),
     "train_sequences": len(distill.sequences("train")[0]),
-    "references": sorted(r["fingerprint"] for r in timings.references()),
+    "references": sorted(r["fingerprint"] for r in live.references()),
     "drafters_found": all(p.is_file() and p.stat().st_size > 1000 for p in drafters),
     "files": {p.relative_to(data).as_posix(): p.stat().st_size for p in data.rglob("*") if p.is_file()},
     "links": [p.as_posix() for p in data.rglob("*") if p.is_symlink()],
@@ -75,9 +75,9 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git"
 
 def test_a_checkout_reads_the_repository_data_folder():
     assert paths.data_dir() == ROOT / "data"
-    from specnotes import distill, roofline, timings
+    from specnotes import distill, live, roofline
 
-    for path in (roofline.CATALOG_CSV, distill.DATA, timings.REFERENCES):
+    for path in (roofline.CATALOG_CSV, distill.DATA, live.REFERENCES):
         assert path.exists() and path.is_relative_to(paths.data_dir()), path
 
 

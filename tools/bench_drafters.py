@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from specnotes import compare, distill, models, quick_mode
+from specnotes import distill, drafter_table, models, quick_mode
 from specnotes.env import environment, model_facts
 from specnotes.paths import write_atomic
 
@@ -20,7 +20,7 @@ K = 3
 TRAINED = ("early-exit+adapter", "distilled-draft", "medusa", "eagle-lite", "eagle-lite+gate")
 
 
-def best_line(free: list[compare.Row]) -> str:
+def best_line(free: list[drafter_table.Row]) -> str:
     """Which trained drafters reach α >= 0.5 with a speedup > 1 on free-form text, and the best speedup."""
     trained = [r for r in free if r.drafter in TRAINED]
     if not trained:
@@ -40,19 +40,21 @@ def main() -> int:
     # label the report with what ran (the CPU, fp32), not with the machine's default GPU device
     machine = {**environment().as_dict(), **model_facts(target)}
     heldout = distill.prompts("heldout")
-    prompts = [p for kind in compare.KINDS for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
-    drafters = compare.default_drafters(target)
-    compare.run(target, tokenizer, {"warm-up": drafters["prompt-lookup"]}, prompts[:1], 8, K, progress=False)
+    prompts = [p for kind in drafter_table.KINDS
+               for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
+    drafters = drafter_table.default_drafters(target)
+    drafter_table.run(target, tokenizer, {"warm-up": drafters["prompt-lookup"]}, prompts[:1], 8, K,
+                      progress=False)
     start = time.perf_counter()
-    runs = compare.run(target, tokenizer, drafters, prompts, max_new_tokens=max_new_tokens, k=K)
-    rows = compare.table(runs)
-    free = compare.free_form(runs)
+    runs = drafter_table.run(target, tokenizer, drafters, prompts, max_new_tokens=max_new_tokens, k=K)
+    rows = drafter_table.table(runs)
+    free = drafter_table.free_form(runs)
     report = {
         "machine": machine, "k": K, "max_new_tokens": max_new_tokens, "prompts_per_kind": per_kind,
         "greedy": True, "seconds": time.perf_counter() - start,
         "all_identical_to_plain": all(r.identical for r in runs),
-        "rows": compare.as_records(rows),
-        "free_form_rows": compare.as_records(free),
+        "rows": drafter_table.as_records(rows),
+        "free_form_rows": drafter_table.as_records(free),
         "runs": [vars(r) for r in runs],
     }
     out = Path("bench")
@@ -67,10 +69,10 @@ def main() -> int:
         "own length). Plain decoding and every drafter run back to back per prompt; speedup = plain time "
         "/ speculative time. c = drafting time per round / plain time per token.\n\n"
         f"Every run identical to plain greedy: {report['all_identical_to_plain']}.\n\n"
-        + compare.markdown(rows)
+        + drafter_table.markdown(rows)
         + "\n## Free-form text (story + qa prompts together)\n\n"
         "The text a model drafter has to guess: no earlier copy of it sits in the prompt.\n\n"
-        + compare.markdown(free)
+        + drafter_table.markdown(free)
         + "\n" + best_line(free)
     )
     write_atomic(out / "drafters.md", text)

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from specnotes import quick_mode, timings
+from specnotes import live, quick_mode
 from specnotes.paths import write_atomic
 
 
@@ -41,23 +41,23 @@ def main(argv=None) -> int:
                     help="with --save-reference: replace a reference of the same fingerprint already there")
     args = ap.parse_args(argv)
     quick = quick_mode()
-    p = timings.plan()
+    p = live.plan()
     if args.save_reference:  # refuse now, not after the minutes of timing
         try:
-            timings.reference_path(timings.plan_fingerprint(p), force=args.force)
+            live.reference_path(live.plan_fingerprint(p), force=args.force)
         except FileExistsError as exc:
             ap.error(str(exc))
-    report = timings.run(p, max_new_tokens=48 if quick else 96, repeats=2,
+    report = live.run(p, max_new_tokens=48 if quick else 96, repeats=2,
                          prompts_per_kind=1 if quick else None)
     out = Path("bench")
     out.mkdir(exist_ok=True)
     write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
     text = ("# Live timings: transformers' assisted generation and the specnotes engine\n\n"
-            + timings.markdown(report) + "\n" + "\n".join(engine_vs_hf(report)) + "\n")
+            + live.markdown(report) + "\n" + "\n".join(engine_vs_hf(report)) + "\n")
     write_atomic(out / "report.md", text)
     print(text)
     if args.save_reference:
-        print("reference written to", timings.save_reference(report, force=args.force))
+        print("reference written to", live.save_reference(report, force=args.force))
     greedy = [r for r in report["runs"] if r["sampling"] == "greedy"]
     return 0 if all(r["identical_to_plain"] for r in greedy) else 1
 

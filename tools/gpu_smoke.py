@@ -8,12 +8,12 @@ It runs, on one device:
   sampled run each;
 - each 16-bit dtype (fp16, and bf16 where the device runs it natively): plain decoding, every drafter
   greedy (the first divergence from plain greedy and its logit margin, as notebook 08 reports it) and
-  sampled, the drafter table (compare.run), the quick timing suite of notebook 07, the batch x tokens
+  sampled, the drafter table (drafter_table.run), the quick timing suite of notebook 07, the batch x tokens
   grid of notebook 08 and the numerics diagnostic.
 The report (device, dtypes, versions, every figure, seconds per section) goes to --out, by default
 bench/gpu_smoke-<machine>.json; commit a GPU run under data/reference_runs/gpu_smoke/ (a folder of its
 own: the files at the top of data/reference_runs/ are notebook 07's live-timing references, and
-timings.references skips, with a warning, any file there that is not one). Under 8 minutes on one GPU
+live.references skips, with a warning, any file there that is not one). Under 8 minutes on one GPU
 with the real model. The exit status is 1 when an fp32 greedy run differs from plain greedy.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import bench, compare, engine, env, models, numerics, serving, timings, tree
+from specnotes import drafter_table, engine, env, live, models, numerics, serving, timing, tree
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.paths import write_atomic
@@ -72,8 +72,8 @@ def the_drafters(target, draft, tiny: bool) -> dict:
         exits = {"early-exit": lambda: EarlyExit(target),
                  "early-exit+adapter": lambda: EarlyExit(target, adapter="trained")}
         trees = {"medusa": lambda: Medusa(target, heads=heads, widths=(3, 2, 2)),
-                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=compare.EAGLE_K,
-                                                 vocab=compare.EAGLE_VOCAB)}
+                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=drafter_table.EAGLE_K,
+                                                 vocab=drafter_table.EAGLE_VOCAB)}
     return {"prompt-lookup": PromptLookup, "suffix": Suffix, "lookahead": Lookahead, **exits,
             "distilled-draft": lambda: DraftModel(draft), **trees}
 
@@ -100,7 +100,7 @@ def decode_runs(target, tokenizer, draft, tiny: bool, n: int) -> dict:
                 row = {"tokens": res.tokens, "seconds": seconds, "alpha": res.alpha,
                        "tokens_per_pass": res.tokens_per_call}
                 if not sampled:
-                    where = bench.first_difference(res.tokens, plain.tokens)
+                    where = timing.first_difference(res.tokens, plain.tokens)
                     row["identical"] = where is None
                     row["first_difference"] = where
                 rows[f"{name}{' sampled' if sampled else ''}"] = row
@@ -133,14 +133,14 @@ def sixteen_bit(target, tokenizer, draft, tiny: bool, n: int) -> dict:
     timed("decode", lambda: decode_runs(target, tokenizer, draft, tiny, n))
     timed("divergence", lambda: divergences(target, tokenizer, draft, tiny, n))
     prompts = [{"kind": kind, "text": text} for kind, text in list(TEXTS.items())[:1 if tiny else None]]
-    timed("drafter_table", lambda: compare.as_records(compare.table(compare.run(
+    timed("drafter_table", lambda: drafter_table.as_records(drafter_table.table(drafter_table.run(
         target, tokenizer, the_drafters(target, draft, tiny), prompts, max_new_tokens=n, k=3,
         progress=False))))
 
     def live():
-        plan = timings.Plan(env.device_of(target).type, env.dtype_name(env.dtype_of(target)), "loaded",
+        plan = live.Plan(env.device_of(target).type, env.dtype_name(env.dtype_of(target)), "loaded",
                             "loaded", "gpu_smoke: the models in memory")
-        report = timings.run(plan, max_new_tokens=n, repeats=1, prompts_per_kind=1, extra_modes=False,
+        report = live.run(plan, max_new_tokens=n, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=1, cost_repeats=2, progress=False, loaded=(target, tokenizer, draft))
         return {"runs": report["runs"], "costs": report["costs"]}
 
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     report = run(device, args.tiny, n)
     report["seconds"] = round(time.perf_counter() - start, 1)
-    out = args.out or Path("bench") / f"gpu_smoke-{timings.fingerprint(report['machine'])}.json"
+    out = args.out or Path("bench") / f"gpu_smoke-{live.fingerprint(report['machine'])}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(report, indent=1) + "\n")
     print(f"fp32 greedy identical to plain greedy for every drafter: {report['fp32_greedy_identical']}")

@@ -4,7 +4,7 @@
 
 Runs plain greedy decoding and each (k, min_confidence) setting back to back on the six validation prompts
 (prompts.json's "validation": free-form, in no training set and not held out) and prints α, tokens per
-target pass and the wall-clock speedup. compare.EAGLE_GATE holds the setting this picked; the held-out
+target pass and the wall-clock speedup. drafter_table.EAGLE_GATE holds the setting this picked; the held-out
 table (notebook 06, `make bench`) then measures it on prompts that took no part in the choice.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from specnotes import compare, distill, models
+from specnotes import distill, drafter_table, models
 from specnotes.drafters import EagleLite
 from specnotes.drafters.eagle import load_eagle
 
@@ -26,8 +26,10 @@ def main(max_new_tokens: int = 64) -> int:
                                                                         min_confidence=gate))
                 for k, gate in SETTINGS}
     prompts = distill.prompts("validation")
-    compare.run(target, tokenizer, {"warm-up": variants["k=1, gate=None"]}, prompts[:1], 8, progress=False)
-    rows = compare.table(compare.run(target, tokenizer, variants, prompts, max_new_tokens=max_new_tokens))
+    drafter_table.run(target, tokenizer, {"warm-up": variants["k=1, gate=None"]}, prompts[:1], 8,
+                      progress=False)
+    rows = drafter_table.table(drafter_table.run(target, tokenizer, variants, prompts,
+                                                 max_new_tokens=max_new_tokens))
     print(f"EagleLite on the {len(prompts)} validation prompts, {max_new_tokens} new tokens each:")
     for r in rows:
         if r.kind == "all":

@@ -1,5 +1,5 @@
 """Live assisted-generation timings (notebook 07, `make bench`): transformers' assisted generation and
-the engine side by side, every mode timed round-robin by specnotes.bench, and each engine mode's speedup
+the engine side by side, every mode timed round-robin by specnotes.timing, and each engine mode's speedup
 predicted from its measured acceptance and costs before it is compared with the measured one.
 """
 
@@ -106,18 +106,18 @@ def load(p: Plan):
 
 
 def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = True) -> dict:
-    """name -> fn(input_ids, do_sample, seed) -> bench.Output, for bench.round_robin.
+    """name -> fn(input_ids, do_sample, seed) -> timing.Output, for timing.round_robin.
 
     Sampling is at temperature 1.0 with top-k and top-p off in every mode, so all sample the same
     distribution. Engine drafters are built fresh for each call (no memory carried between runs)."""
     import torch
 
     from specnotes import engine
-    from specnotes.bench import Output
-    from specnotes.compare import TimedDrafter
+    from specnotes.drafter_table import TimedDrafter
     from specnotes.drafters import DraftModel, EarlyExit, PromptLookup, Suffix
     from specnotes.env import to_model
     from specnotes.models import _quiet_transformers
+    from specnotes.timing import Output
 
     # checked now, not at the first timed call, when transformers' generate would already have run
     k = checks.whole(k, "k", scalar=True)
@@ -191,9 +191,9 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
 
     import torch
 
-    from specnotes.bench import fits, prompt_tensor
     from specnotes.decode import forward_pass, sync
     from specnotes.env import device_of
+    from specnotes.timing import fits, prompt_tensor
 
     max_width = checks.whole(max_width, "max_width", scalar=True)
     context_extra = checks.whole(context_extra, "context_extra", low=0, scalar=True)
@@ -236,19 +236,19 @@ def _group(samples, mode, kind, sampling):
 
 def _checked(samples, costs) -> list:
     """samples as a list, once they hold what summarize relies on, else an error saying what is off:
-    bench.Samples with a finite positive time and at least one token, the same number of repeats of
+    timing.Samples with a finite positive time and at least one token, the same number of repeats of
     every prompt (numbered 0, 1, ... within its kind), one Costs per prompt, and a 'plain' run of every
     prompt kind and sampling (every speedup is measured against it)."""
     from collections import Counter
 
-    from specnotes.bench import Output, Sample
+    from specnotes.timing import Output, Sample
 
     samples = list(samples)
     if not samples:
-        raise ValueError("samples is empty: pass what bench.round_robin returned")
+        raise ValueError("samples is empty: pass what timing.round_robin returned")
     for i, s in enumerate(samples):
         if not isinstance(s, Sample):
-            raise TypeError(f"samples[{i}] is a {type(s).__name__}, not a bench.Sample")
+            raise TypeError(f"samples[{i}] is a {type(s).__name__}, not a timing.Sample")
         checks.positive(s.seconds, f"samples[{i}].seconds", scalar=True)
         if not isinstance(s.output, Output) or not s.output.tokens:
             raise ValueError(f"samples[{i}] ({s.mode}, {s.prompt_kind} prompt {s.prompt}) has no tokens: "
@@ -263,12 +263,12 @@ def _checked(samples, costs) -> list:
                              "...")
         if len(set(runs.values())) > 1:
             raise ValueError(f"{where} have {dict(runs)} repeats per prompt; every prompt needs the same "
-                             "number (as bench.round_robin times them)")
+                             "number (as timing.round_robin times them)")
         have = costs.get(kind)
         if not isinstance(have, (list, tuple)) or len(have) < len(runs):
             raise ValueError(f"costs[{kind!r}] must hold one Costs per prompt ({len(runs)}), got {have!r}")
         if not all(isinstance(c, Costs) for c in have):
-            raise TypeError(f"costs[{kind!r}] must hold timings.Costs (measure_costs makes them), "
+            raise TypeError(f"costs[{kind!r}] must hold live.Costs (measure_costs makes them), "
                             f"got {have!r}")
         plain = sorted({s.prompt for s in _group(samples, "plain", kind, sampling)})
         if plain != sorted(runs):
@@ -281,7 +281,7 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
     """One record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
     costs: prompt kind -> list of Costs, one per prompt."""
     from specnotes import theory
-    from specnotes.bench import first_difference
+    from specnotes.timing import first_difference
 
     samples = _checked(samples, costs)
     records = []
@@ -395,27 +395,27 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
         warmup: int = 1, cost_repeats: int = 5, progress: bool = True, loaded=None) -> dict:
     """The whole suite: load, time every mode round-robin, measure costs, predict, summarize.
     loaded: (target, tokenizer, draft) already in memory, instead of loading the plan's models."""
-    from specnotes import bench
+    from specnotes import timing
     from specnotes.decode import prompt_ids
     from specnotes.env import device_of, environment, model_facts
 
     # every setting is checked before the models load and the minutes of timing start
     if p is not None and not isinstance(p, Plan):
-        raise TypeError(f"p must be a timings.Plan (timings.plan() makes one), got {p!r}")
+        raise TypeError(f"p must be a live.Plan (live.plan() makes one), got {p!r}")
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     repeats, k = checks.whole(repeats, "repeats", scalar=True), checks.whole(k, "k", scalar=True)
     warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
     cost_repeats = checks.whole(cost_repeats, "cost_repeats", scalar=True)
     if prompts_per_kind is not None:
         prompts_per_kind = checks.whole(prompts_per_kind, "prompts_per_kind", scalar=True)
-    samplings = bench.check_samplings(samplings)
+    samplings = timing.check_samplings(samplings)
     p = p or plan()
     target, tokenizer, draft = load(p) if loaded is None else loaded
     texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
     ids = {kind: [prompt_ids(tokenizer, t, device=device_of(target)) for t in lst]
            for kind, lst in texts.items()}
     all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes)
-    samples = bench.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup,
+    samples = timing.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup,
                                 progress=progress)
     widest = max(1 + max((int(s.output.result.drafted_counts.max(initial=0)) for s in samples
                           if s.output.result is not None), default=0), 2)
@@ -486,7 +486,7 @@ def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> 
     collide (the same CPU model, say) must not replace each other's runs by accident."""
     if not isinstance(fp, str) or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", fp):
         raise ValueError(f"fingerprint {fp!r} is not a file-name-safe machine id (letters, digits and "
-                         "dashes, as timings.fingerprint makes them)")
+                         "dashes, as live.fingerprint makes them)")
     path = Path(REFERENCES if folder is None else folder) / f"{fp}.json"
     if path.exists() and not force:
         raise FileExistsError(f"{path} already exists: it is the reference of a machine with the fingerprint "
@@ -500,7 +500,7 @@ def save_reference(report: dict, folder: Path | None = None, force: bool = False
     notebook 07 reads these files, and a run killed half-way must leave the old one whole."""
     problem = _unreadable(report)
     if problem is not None:
-        raise ValueError(f"this report cannot be a reference: {problem} (timings.run makes a whole one)")
+        raise ValueError(f"this report cannot be a reference: {problem} (live.run makes a whole one)")
     path = reference_path(report["fingerprint"], folder, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, json.dumps(report, indent=1) + "\n")
@@ -553,10 +553,10 @@ def references(folder: Path | None = None) -> list[dict]:
 
 def side_by_side(report: dict, refs: list[dict], sampling: str = "greedy") -> str:
     """Markdown: speedup over plain per mode and prompt kind, this machine next to each reference."""
-    from specnotes.bench import check_samplings
+    from specnotes.timing import check_samplings
 
     if not isinstance(refs, (list, tuple)):
-        raise TypeError(f"refs must be a list of reports (timings.references()), got a {type(refs).__name__}")
+        raise TypeError(f"refs must be a list of reports (live.references()), got a {type(refs).__name__}")
     check_samplings((sampling,))
     for name, rep in [("report", report), *((f"refs[{i}]", r) for i, r in enumerate(refs))]:
         problem = _unreadable(rep)

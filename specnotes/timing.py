@@ -212,7 +212,7 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
                         seconds = time.perf_counter() - start
                     if not isinstance(out, Output):
                         raise TypeError(f"mode {name!r} returned a {type(out).__name__}; a mode must return "
-                                        "bench.Output(tokens), with the engine's Result and the drafting "
+                                        "timing.Output(tokens), with the engine's Result and the drafting "
                                         "seconds for an engine mode")
                     if rep >= 0:
                         samples.append(Sample(name, kind, i, s, seconds, calls.n, out))

@@ -2,25 +2,25 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import bench, models
+from specnotes import models, timing
 
 
 def test_time_call_warms_up_then_times_each_repeat():
     calls = []
-    timing = bench.time_call(lambda: calls.append(1), repeats=5, warmup=2)
-    assert len(calls) == 7 and timing.seconds.shape == (5,)
-    assert timing.spread[0] <= timing.median <= timing.spread[1]
+    t = timing.time_call(lambda: calls.append(1), repeats=5, warmup=2)
+    assert len(calls) == 7 and t.seconds.shape == (5,)
+    assert t.spread[0] <= t.median <= t.spread[1]
 
 
 def test_time_forward_times_each_step_on_a_tiny_model():
     model = models.tiny_llama(seed=0)
-    timing = bench.time_forward(model, context=16, tokens=4, repeats=3, warmup=1)
-    assert np.all(timing.seconds > 0)
+    t = timing.time_forward(model, context=16, tokens=4, repeats=3, warmup=1)
+    assert np.all(t.seconds > 0)
 
 
 def test_time_call_rejects_nonsense():
     with pytest.raises(ValueError):
-        bench.time_call(lambda: None, repeats=0)
+        timing.time_call(lambda: None, repeats=0)
 
 
 NAN, INF = float("nan"), float("inf")
@@ -35,12 +35,12 @@ def nothing():
                          + [("warmup", v) for v in (-1, 0.5, True, NAN, INF, "1", None)])
 def test_time_call_names_the_bad_argument(name, value):
     with pytest.raises((ValueError, TypeError), match=name):
-        bench.time_call(nothing, **{"repeats": 1, "warmup": 0, name: value})
+        timing.time_call(nothing, **{"repeats": 1, "warmup": 0, name: value})
 
 
 def test_time_call_needs_something_to_call():
     with pytest.raises(TypeError, match="fn"):
-        bench.time_call(3, repeats=1, warmup=0)
+        timing.time_call(3, repeats=1, warmup=0)
 
 
 TINY = models.tiny_llama(seed=0, layers=1)
@@ -50,16 +50,16 @@ TINY = models.tiny_llama(seed=0, layers=1)
                          + [("tokens", v) for v in (0, -2, 1.5, True, INF)] + [("context", 10**9)])
 def test_time_forward_names_the_bad_argument(name, value):
     with pytest.raises((ValueError, TypeError), match=name):
-        bench.time_forward(TINY, **{"context": 4, "tokens": 1, "repeats": 1, "warmup": 0, name: value})
+        timing.time_forward(TINY, **{"context": 4, "tokens": 1, "repeats": 1, "warmup": 0, name: value})
 
 
 def test_time_forward_times_a_pass_with_no_cache_at_context_zero():
     """roofline.tokens_curve takes context=0 (nothing cached yet): the pass then runs with no cache."""
-    assert bench.time_forward(TINY, context=0, tokens=3, repeats=2, warmup=0).median > 0
+    assert timing.time_forward(TINY, context=0, tokens=3, repeats=2, warmup=0).median > 0
 
 
 def one_token(ids, do_sample, seed):
-    return bench.Output([0])
+    return timing.Output([0])
 
 
 PROMPTS = {"copy": [torch.tensor([[5, 6, 7]])]}
@@ -81,10 +81,10 @@ def test_round_robin_names_the_bad_argument(kwargs, name):
     args = {"modes": {"one": one_token}, "prompts": PROMPTS, "samplings": ("greedy",), "repeats": 1,
             "warmup": 0, "progress": False, **kwargs}
     with pytest.raises((ValueError, TypeError), match=name):
-        bench.round_robin(TINY, **args)
+        timing.round_robin(TINY, **args)
 
 
 def test_round_robin_says_which_mode_returned_something_else_than_an_output():
     with pytest.raises(TypeError, match="'tokens' returned a list.*Output"):
-        bench.round_robin(TINY, {"tokens": lambda ids, s, seed: [0]}, PROMPTS, ("greedy",), 1, 0,
+        timing.round_robin(TINY, {"tokens": lambda ids, s, seed: [0]}, PROMPTS, ("greedy",), 1, 0,
                           progress=False)

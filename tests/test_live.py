@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import bench, models, theory, timings
-from specnotes.bench import Output, Sample, first_difference
+from specnotes import live, models, theory, timing
+from specnotes.timing import Output, Sample, first_difference
 
 TINY = models.tiny_llama(seed=0, layers=2)
 
@@ -49,7 +49,7 @@ def test_round_robin_interleaves_modes_counts_calls_and_drops_the_warm_up():
         return Output([0])
 
     prompts = {"copy": [torch.tensor([[5, 6, 7]])], "free": [torch.tensor([[8, 9]])]}
-    samples = bench.round_robin(TINY, {"plain": plain, "one": one_pass}, prompts, ("greedy",), repeats=2,
+    samples = timing.round_robin(TINY, {"plain": plain, "one": one_pass}, prompts, ("greedy",), repeats=2,
                                 warmup=1, progress=False)
     assert [(s.mode, s.prompt_kind) for s in samples[:4]] == [
         ("plain", "copy"), ("one", "copy"), ("plain", "free"), ("one", "free")]
@@ -57,7 +57,7 @@ def test_round_robin_interleaves_modes_counts_calls_and_drops_the_warm_up():
     assert {s.target_calls for s in samples if s.mode == "plain"} == {6}  # prefill + 5 decode steps
     assert {s.target_calls for s in samples if s.mode == "one"} == {1}
     with pytest.raises(ValueError, match="sampling"):
-        bench.round_robin(TINY, {"one": one_pass}, prompts, ("beam",), progress=False)
+        timing.round_robin(TINY, {"one": one_pass}, prompts, ("beam",), progress=False)
 
 
 def fake(mode, kind, prompt, seconds, tokens, calls=4):
@@ -65,14 +65,14 @@ def fake(mode, kind, prompt, seconds, tokens, calls=4):
 
 
 def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
-    costs = {"copy": [timings.Costs(0.1, 0.05, [0, 1, 1.2])]}
+    costs = {"copy": [live.Costs(0.1, 0.05, [0, 1, 1.2])]}
     samples = [  # two repeats of three modes, round-robin
         fake("plain", "copy", 0, 2.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
         fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
         fake("plain", "copy", 0, 4.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
         fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
     ]
-    recs = {r["mode"]: r for r in timings.summarize(samples, costs)}
+    recs = {r["mode"]: r for r in live.summarize(samples, costs)}
     assert recs["plain"]["tokens_per_s"] == pytest.approx(4 / 3.0)  # median of 2 and 4
     assert recs["fast"]["speedup"] == pytest.approx(3.0)
     assert recs["fast"]["identical_to_plain"] and recs["fast"]["tokens_per_call"] == 2
@@ -81,7 +81,7 @@ def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
 
 
 def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
-    report = timings.run(max_new_tokens=12, repeats=1, samplings=("greedy", "sample"), prompts_per_kind=1,
+    report = live.run(max_new_tokens=12, repeats=1, samplings=("greedy", "sample"), prompts_per_kind=1,
                          extra_modes=False, warmup=0, cost_repeats=1, progress=False)
     runs = report["runs"]
     need = {"mode", "prompt_kind", "sampling", "tokens_per_s", "tokens_per_call", "speedup",
@@ -98,17 +98,17 @@ def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
     assert predicted == {"engine-prompt-lookup", "engine-draft-model"}  # no-draft is the calibration
     assert all(r["round_overhead_ms"] >= 0 for r in runs if r["mode"] in predicted)
     assert report["machine"]["threads"] >= 1 and report["machine"]["torch"]
-    assert "| copy | greedy | engine-prompt-lookup |" in timings.markdown(report)
+    assert "| copy | greedy | engine-prompt-lookup |" in live.markdown(report)
 
 
 def test_on_a_gpu_the_plan_is_the_seed_pair_in_bf16(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=False: True)
-    gpu = timings.plan(device="cuda", online=True)
-    assert (gpu.target, gpu.draft, gpu.dtype) == (*timings.HUB_PAIR, "bfloat16")
-    offline_gpu = timings.plan(device="cuda", online=False)
+    gpu = live.plan(device="cuda", online=True)
+    assert (gpu.target, gpu.draft, gpu.dtype) == (*live.HUB_PAIR, "bfloat16")
+    offline_gpu = live.plan(device="cuda", online=False)
     assert (offline_gpu.target, offline_gpu.draft) == (models.DEFAULT, "distilled")
     assert offline_gpu.dtype == "bfloat16"
-    cpu = timings.plan(device="cpu")
+    cpu = live.plan(device="cpu")
     assert (cpu.target, cpu.draft, cpu.dtype) == (models.DEFAULT, "distilled", "float32")
 
 
@@ -117,7 +117,7 @@ def test_the_timer_synchronizes_the_device_it_is_given(monkeypatch):
 
     seen = []
     monkeypatch.setattr(specnotes.decode, "sync", lambda device: seen.append(device))
-    bench.round_robin(TINY, {"one": lambda ids, s, seed: Output([0])}, {"copy": [torch.tensor([[1, 2]])]},
+    timing.round_robin(TINY, {"one": lambda ids, s, seed: Output([0])}, {"copy": [torch.tensor([[1, 2]])]},
                       ("greedy",), repeats=1, warmup=0, device="cuda", progress=False)
     assert seen == ["cuda", "cuda"]  # before and after the timed call
 
@@ -128,11 +128,11 @@ def test_references_are_fingerprinted_and_shown_side_by_side(tmp_path):
     other = {"fingerprint": "cuda-h200-1t-bfloat16", "machine": {}, "runs": [
         {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0,
          "tokens_per_s": 300.0}]}
-    timings.save_reference(other, tmp_path)
-    refs = timings.references(tmp_path)
-    table = timings.side_by_side(rep, refs)
+    live.save_reference(other, tmp_path)
+    refs = live.references(tmp_path)
+    table = live.side_by_side(rep, refs)
     assert "reference cuda-h200-1t-bfloat16" in table and "300 tok/s" in table and "20 tok/s" in table
-    assert timings.fingerprint({"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}) \
+    assert live.fingerprint({"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}) \
         == "cpu-x86-64-2t-float32"
 
 
@@ -143,11 +143,11 @@ def reference(fp="cpu-x-2t-float32", tokens_per_s=20.0):
 
 
 def test_save_reference_refuses_to_replace_a_committed_reference_unless_forced(tmp_path):
-    path = timings.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    path = live.save_reference(reference(tokens_per_s=20.0), tmp_path)
     with pytest.raises(FileExistsError, match=r"cpu-x-2t-float32\.json.*--force"):
-        timings.save_reference(reference(tokens_per_s=99.0), tmp_path)
+        live.save_reference(reference(tokens_per_s=99.0), tmp_path)
     assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 20.0  # the record is untouched
-    assert timings.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True) == path
+    assert live.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True) == path
     assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 99.0
 
 
@@ -188,18 +188,18 @@ def disk_full_under(folder, monkeypatch):
 
 
 def test_a_reference_write_that_fails_half_way_leaves_the_old_file_whole(tmp_path, monkeypatch):
-    path = timings.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    path = live.save_reference(reference(tokens_per_s=20.0), tmp_path)
     before = path.read_text()
     disk_full_under(tmp_path, monkeypatch)
     with pytest.raises(OSError, match="No space"):
-        timings.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True)
+        live.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True)
     monkeypatch.undo()
     assert path.read_text() == before  # notebook 07 still reads the old reference
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # and no temporary file is left behind
 
 
 def test_unreadable_references_are_skipped_with_a_warning_naming_the_file(tmp_path):
-    good = timings.save_reference(reference("cuda-h200-1t-bfloat16", 300.0), tmp_path)
+    good = live.save_reference(reference("cuda-h200-1t-bfloat16", 300.0), tmp_path)
     text = good.read_text()
     (tmp_path / "a-truncated.json").write_text(text[: len(text) // 2])  # a write cut short
     (tmp_path / "b-list.json").write_text("[1, 2]")
@@ -209,13 +209,13 @@ def test_unreadable_references_are_skipped_with_a_warning_naming_the_file(tmp_pa
     (tmp_path / "d-no-speedup.json").write_text(json.dumps(bad_run))
     (tmp_path / "e-not-utf8.json").write_bytes(b"\xff\xfe\x00")
     with pytest.warns(UserWarning) as caught:
-        refs = timings.references(tmp_path)
+        refs = live.references(tmp_path)
     assert [r["fingerprint"] for r in refs] == ["cuda-h200-1t-bfloat16"]
     said = [str(w.message) for w in caught]
     for name, why in [("a-truncated.json", "JSON"), ("b-list.json", "list"), ("c-no-runs.json", "runs"),
                       ("d-no-speedup.json", "speedup"), ("e-not-utf8.json", "")]:
         assert any(name in m and why in m for m in said), (name, said)
-    assert "300 tok/s" in timings.side_by_side(reference(), refs)  # notebook 07's cell goes on
+    assert "300 tok/s" in live.side_by_side(reference(), refs)  # notebook 07's cell goes on
 
 
 def test_every_report_writer_writes_atomically():
@@ -225,7 +225,7 @@ def test_every_report_writer_writes_atomically():
 
     from tests.notebook_utils import ROOT
 
-    for rel in ("specnotes/timings.py", "tools/bench_live.py", "tools/bench_toy.py",
+    for rel in ("specnotes/live.py", "tools/bench_live.py", "tools/bench_toy.py",
                 "tools/bench_drafters.py", "tools/gpu_smoke.py"):
         source = (ROOT / rel).read_text()
         assert not re.search(r"\.write_(text|bytes)\(|json\.dump\(|open\([^)]*[\"']w", source), rel
@@ -246,24 +246,24 @@ def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_
 
     bench_live = tool("bench_live")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(timings, "REFERENCES", tmp_path / "refs")
-    p = timings.plan(device="cpu")
-    fp = timings.plan_fingerprint(p)
-    monkeypatch.setattr(timings, "plan", lambda *a, **k: p)
-    committed = timings.save_reference(fake_report(fp))
+    monkeypatch.setattr(live, "REFERENCES", tmp_path / "refs")
+    p = live.plan(device="cpu")
+    fp = live.plan_fingerprint(p)
+    monkeypatch.setattr(live, "plan", lambda *a, **k: p)
+    committed = live.save_reference(fake_report(fp))
     assert committed.parent == tmp_path / "refs"
 
     def never(*args, **kwargs):
         raise AssertionError("the suite ran before the overwrite was refused")
 
-    monkeypatch.setattr(timings, "run", never)
+    monkeypatch.setattr(live, "run", never)
     with pytest.raises(SystemExit):
         bench_live.main(["--save-reference"])
     said = capsys.readouterr().err
     assert committed.name in said and "--force" in said
     new = fake_report(fp)
     new["runs"][0]["tokens_per_s"] = 99.0
-    monkeypatch.setattr(timings, "run", lambda *a, **k: new)
+    monkeypatch.setattr(live, "run", lambda *a, **k: new)
     assert bench_live.main(["--save-reference", "--force"]) == 0
     assert json.loads(committed.read_text())["runs"][0]["tokens_per_s"] == 99.0
     assert json.loads((tmp_path / "bench" / "report.json").read_text()) == new
@@ -286,9 +286,9 @@ def test_the_suite_refuses_bad_settings_before_it_loads_a_model(monkeypatch, kwa
     def never(p):
         raise AssertionError("models loaded before the settings were checked")
 
-    monkeypatch.setattr(timings, "load", never)
+    monkeypatch.setattr(live, "load", never)
     with pytest.raises((ValueError, TypeError), match=name):
-        timings.run(progress=False, **kwargs)
+        live.run(progress=False, **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(k=0), "k"), (dict(k=2.5), "k"), (dict(k=True), "k"),
@@ -296,7 +296,7 @@ def test_the_suite_refuses_bad_settings_before_it_loads_a_model(monkeypatch, kwa
                                           (dict(max_new_tokens=NAN), "max_new_tokens")])
 def test_modes_refuse_bad_settings_when_built_not_when_first_timed(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=name):
-        timings.modes(TINY, TINY, extra=False, **kwargs)
+        live.modes(TINY, TINY, extra=False, **kwargs)
 
 
 IDS = torch.tensor([[5, 6, 7, 8]])
@@ -312,15 +312,15 @@ IDS = torch.tensor([[5, 6, 7, 8]])
 def test_measure_costs_names_the_bad_argument(kwargs, name):
     args = {"ids": IDS, "max_width": 2, "context_extra": 2, "repeats": 1, **kwargs}
     with pytest.raises((ValueError, TypeError), match=name):
-        timings.measure_costs(TINY, **args)
+        live.measure_costs(TINY, **args)
 
 
 def test_measure_costs_can_measure_at_the_prompts_own_context():
-    costs = timings.measure_costs(TINY, IDS, 3, context_extra=0, repeats=1)
+    costs = live.measure_costs(TINY, IDS, 3, context_extra=0, repeats=1)
     assert len(costs.verify) == 4 and costs.verify[1] == 1.0 and costs.step_s > 0
 
 
-COSTS = {"copy": [timings.Costs(0.1, 0.05, [0, 1, 1.2])]}
+COSTS = {"copy": [live.Costs(0.1, 0.05, [0, 1, 1.2])]}
 GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 2])]
 
 
@@ -342,53 +342,53 @@ GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 
 ])
 def test_summarize_names_what_is_wrong_with_its_samples(samples, costs, error, match):
     with pytest.raises(error, match=match):
-        timings.summarize(samples, costs)
+        live.summarize(samples, costs)
 
 
 def test_summarize_takes_any_iterable_of_samples():
-    assert timings.summarize(iter(GOOD), COSTS) == timings.summarize(GOOD, COSTS)
+    assert live.summarize(iter(GOOD), COSTS) == live.summarize(GOOD, COSTS)
 
 
 MACHINE = {"device": "cpu", "device_name": "x", "threads": 2, "dtype": "float32"}
 
 
 def test_fingerprints_are_file_name_safe_and_refuse_a_machine_without_its_facts():
-    assert timings.fingerprint({**MACHINE, "device": "../../etc", "dtype": "a/b"}) == "etc-x-2t-a-b"
+    assert live.fingerprint({**MACHINE, "device": "../../etc", "dtype": "a/b"}) == "etc-x-2t-a-b"
     with pytest.raises(ValueError, match="device.*threads.*dtype"):
-        timings.fingerprint({})
+        live.fingerprint({})
     with pytest.raises(TypeError, match="machine"):
-        timings.fingerprint(None)
+        live.fingerprint(None)
     with pytest.raises((ValueError, TypeError), match="threads"):
-        timings.fingerprint({**MACHINE, "threads": "lots"})
-    assert timings.fingerprint({**MACHINE, "device_name": "cpu"}) == "cpu-cpu-2t-float32"  # the committed one
+        live.fingerprint({**MACHINE, "threads": "lots"})
+    assert live.fingerprint({**MACHINE, "device_name": "cpu"}) == "cpu-cpu-2t-float32"  # the committed one
 
 
 def test_save_reference_writes_nowhere_but_its_folder(tmp_path):
     with pytest.raises(ValueError, match="fingerprint"):
-        timings.save_reference(reference("../escaped"), tmp_path / "refs")
+        live.save_reference(reference("../escaped"), tmp_path / "refs")
     with pytest.raises(ValueError, match="fingerprint"):
-        timings.save_reference({"runs": []}, tmp_path / "refs")
+        live.save_reference({"runs": []}, tmp_path / "refs")
     assert list(tmp_path.rglob("*")) == []
 
 
 def test_side_by_side_names_what_is_wrong_with_its_arguments():
     rep = reference()
     with pytest.raises(TypeError, match="refs"):
-        timings.side_by_side(rep, rep)  # one reference, not a list of them
+        live.side_by_side(rep, rep)  # one reference, not a list of them
     with pytest.raises(ValueError, match="sampling"):
-        timings.side_by_side(rep, [rep], sampling="beam")
+        live.side_by_side(rep, [rep], sampling="beam")
     with pytest.raises(ValueError, match=r"refs\[0\].*runs"):
-        timings.side_by_side(rep, [{"fingerprint": "y", "machine": {}}])
+        live.side_by_side(rep, [{"fingerprint": "y", "machine": {}}])
     with pytest.raises(ValueError, match="report.*speedup"):
-        timings.side_by_side({**rep, "runs": [{**rep["runs"][0], "speedup": None}]}, [])
+        live.side_by_side({**rep, "runs": [{**rep["runs"][0], "speedup": None}]}, [])
 
 
 def test_plan_names_a_bad_device_or_online_flag(monkeypatch):
     with pytest.raises(ValueError, match="device"):
-        timings.plan(device="tpu")
+        live.plan(device="tpu")
     with pytest.raises(TypeError, match="device"):
-        timings.plan(device=5)
+        live.plan(device=5)
     with pytest.raises(TypeError, match="online"):
-        timings.plan(device="cpu", online="no")
+        live.plan(device="cpu", online="no")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=False: True)
-    assert timings.plan(device="cuda:0", online=True).target == timings.HUB_PAIR[0]  # an indexed GPU too
+    assert live.plan(device="cuda:0", online=True).target == live.HUB_PAIR[0]  # an indexed GPU too
