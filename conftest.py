@@ -22,7 +22,7 @@ SLOW_FILES = {
 # about half), the last three in `make check` on an idle machine. Keep a cheap test of the same property in
 # `make check` where one exists.
 SLOW_TESTS = {
-    "tests/test_timings.py::test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model": 256,
+    "tests/test_live.py::test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model": 256,
     "tests/test_device.py::test_every_path_runs_in_16_bits_on_the_cpu": 246,
     "tests/test_device.py::test_every_path_runs_on_a_second_device_and_matches_the_cpu_token_for_token": 132,
     "tests/test_device.py::test_fp32_greedy_paths_equal_plain_greedy_on_the_cpu": 80,
