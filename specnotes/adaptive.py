@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks, theory
+from specnotes.drafters.base import Draft, Drafter
 
 
 def _check_round(drafted, accepted) -> None:
@@ -67,7 +68,7 @@ class Heuristic:
 
 
 class Controller:
-    """Online α estimate plus the cost model: k = argmax E(α, k) / (k c + verify_cost[k + 1]).
+    """Online α estimate plus the cost model: k = argmax theory.speedup(α, k, c, verify_cost[k + 1]).
 
     c is a draft step over a target step; verify_cost[w] is a verify pass of w positions in target
     steps (default: 1 for every width, the memory-bound ideal; pass the measured curve on a CPU).
@@ -92,6 +93,9 @@ class Controller:
         if cost.size < k_max + 2:  # extend a short curve with its last slope
             slope = cost[-1] - cost[-2] if cost.size > 2 else 0.0
             cost = np.r_[cost, cost[-1] + slope * np.arange(1, k_max + 3 - cost.size)]
+        if not np.all(cost[2:] > 0):
+            raise ValueError(f"verify_cost: a pass over 2..{k_max + 1} positions must cost > 0 (a short "
+                             f"curve is extended by its last slope); got {verify_cost!r}")
         self.verify_cost = cost
         self.name = f"controller (c={c:.2f})"
         self.reset()
@@ -109,7 +113,7 @@ class Controller:
         """(k, predicted speedup) for a given α; k = 0 when no k beats plain decoding."""
         ks = np.arange(1, self.k_max + 1)
         a = min(alpha, 1 - 1e-9)
-        gain = theory.expected_tokens(a, ks) / (ks * self.c + self.verify_cost[ks + 1])
+        gain = theory.speedup(a, ks, self.c, self.verify_cost[ks + 1])
         i = int(np.argmax(gain))
         return (int(ks[i]), float(gain[i])) if gain[i] > 1 else (0, 1.0)
 
@@ -131,32 +135,30 @@ class Controller:
         self.judged = self.decay * self.judged + judged
 
 
-class AdaptiveK:
+class AdaptiveK(Drafter):
     """A drafter whose k comes from a schedule, not from the engine (which still cuts the draft to the
-    tokens left). Wraps any drafter that takes k, such as DraftModel."""
+    tokens left). Wraps any drafter that takes k, such as DraftModel; what the wrapped drafter needs from
+    the target's pass (Lookahead's predictions, EagleLite's states) it still gets."""
 
     def __init__(self, drafter, schedule):
         if isinstance(schedule, type) or not all(callable(getattr(schedule, m, None))
                                                  for m in ("reset", "next_k", "observe")):
             raise TypeError(f"schedule must be a schedule object such as Fixed(4), Heuristic() or "
                             f"Controller(c), not {schedule!r}")
+        if not isinstance(drafter, Drafter):
+            raise TypeError(f"drafter must be a drafter object such as DraftModel(draft), got {drafter!r}")
         self.drafter, self.schedule = drafter, schedule
-        self.model = getattr(drafter, "model", None)
-        self._drafted = 0
+        self.model, self.needs = drafter.model, drafter.needs
         self.name = schedule.name
 
     def reset(self, prompt: list[int]) -> None:
         self.schedule.reset()
         self.drafter.reset(prompt)
 
-    def propose(self, tokens: list[int], k: int, sampler=None):
-        from specnotes.drafters import Draft
-
+    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
         own = self.schedule.next_k()
-        draft = self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([], None)
-        self._drafted = len(draft.tokens)
-        return draft
+        return self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([])
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        self.schedule.observe(self._drafted, n_accepted)
-        self.drafter.update(tokens, n_accepted)
+    def update(self, feedback) -> None:
+        self.schedule.observe(len(feedback.drafted), feedback.accepted)
+        self.drafter.update(feedback)

@@ -5,11 +5,9 @@ The baseline every speculative method is compared against (notebook 00 streams i
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 
@@ -63,44 +61,6 @@ class TextStream:
         print(self.end, end="", flush=True)
 
 
-@cache
-def _cache_kwarg(model_class) -> str:
-    # transformers 5.x renamed the KV-cache argument from past_key_values to cache mid-series
-    params = inspect.signature(model_class.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-@cache
-def _accepts_logits_to_keep(model_class) -> bool:
-    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
-
-
-def forward_pass(model, input_ids, cache=None, keep: int | None = None):
-    """One forward pass with a KV cache: returns ((1, T, V) logits, the updated cache).
-    keep=n returns only the last n rows (the LM head then skips the rest: a long prompt's logits
-    would otherwise cost T × V floats)."""
-    if keep is not None:
-        from specnotes import checks
-
-        keep = checks.whole(keep, "keep", scalar=True)
-    kwargs = {_cache_kwarg(type(model)): cache}
-    if keep is not None and _accepts_logits_to_keep(type(model)):
-        kwargs["logits_to_keep"] = keep
-    out = model(input_ids, use_cache=True, **kwargs)
-    if keep is not None:
-        out.logits = out.logits[:, -keep:]
-    new_cache = getattr(out, "cache", None)
-    return out.logits, (new_cache if new_cache is not None else out.past_key_values)
-
-
-def sync(device) -> None:
-    """Wait for queued CUDA work, so a timer reads the time the work took (a no-op on CPU)."""
-    import torch
-
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = False,
                    temperature: float = 1.0, seed: int | None = None,
                    eos_token_id: int | None = None,
@@ -111,6 +71,8 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
 
     from specnotes import checks
     from specnotes.env import device_of
+    from specnotes.passes import forward_pass
+    from specnotes.timing import sync
 
     checks.prompt_ids(input_ids, model.config.vocab_size)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from specnotes.drafters.base import Drafter
+
 KINDS = ("copy", "code", "story", "qa")
 FREE_FORM = ("story", "qa")
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
@@ -22,32 +24,30 @@ EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >
 # (1.25-1.28x), and 0.3 lifts α from 0.49 to 0.67 for 0.1 fewer tokens per pass.
 
 
-class TimedDrafter:
-    """Wraps a drafter and adds up the wall time spent proposing (the draft cost)."""
+class TimedDrafter(Drafter):
+    """Wraps a drafter and adds up the wall time spent proposing and updating (the draft cost)."""
 
     def __init__(self, drafter):
+        if not isinstance(drafter, Drafter):
+            raise TypeError(f"drafter must be a drafter object such as PromptLookup(), got {drafter!r}")
         self.inner = drafter
         self.seconds = 0.0
         self.proposals = 0
-        if hasattr(drafter, "observe"):
-            self.observe = drafter.observe
-        self.model = getattr(drafter, "model", None)
-        self.tree = getattr(drafter, "tree", False)  # a tree drafter: specnotes.tree verifies it
-        self.features = getattr(drafter, "features", False)
+        self.model, self.needs = drafter.model, drafter.needs
 
     def reset(self, prompt):
         self.inner.reset(prompt)
 
-    def propose(self, *args):  # (tokens, k, sampler) for chain drafters, (tokens, hidden) for trees
+    def propose(self, tokens, k, sampler):
         start = time.perf_counter()
-        draft = self.inner.propose(*args)
+        draft = self.inner.propose(tokens, k, sampler)
         self.seconds += time.perf_counter() - start
         self.proposals += 1
         return draft
 
-    def update(self, tokens, n_accepted):
+    def update(self, feedback):
         start = time.perf_counter()
-        self.inner.update(tokens, n_accepted)
+        self.inner.update(feedback)
         self.seconds += time.perf_counter() - start
 
 
@@ -121,7 +121,7 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     do_sample=False is greedy; otherwise both sample at `temperature`."""
     from tqdm.auto import tqdm
 
-    from specnotes import checks, engine, tree
+    from specnotes import checks, engine
     from specnotes.decode import plain_generate, prompt_ids
     from specnotes.env import device_of
 
@@ -145,12 +145,8 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
         for name, make in drafters.items():
             drafter = TimedDrafter(make())
             start = time.perf_counter()
-            if drafter.tree:
-                res = tree.generate(target, drafter, ids, max_new_tokens, do_sample=do_sample, seed=seed,
-                                    temperature=temperature, eos_token_id=tokenizer.eos_token_id)
-            else:
-                res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample,
-                                      seed=seed, temperature=temperature, eos_token_id=tokenizer.eos_token_id)
+            res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample,
+                                  seed=seed, temperature=temperature, eos_token_id=tokenizer.eos_token_id)
             secs = time.perf_counter() - start
             # compare equal lengths: an EOS can end either one first
             judged_at, kept_at = res.position_counts

@@ -1,12 +1,19 @@
-"""Speculative decoding on real transformers models: draft, verify k+1 positions in one pass, accept or
-correct, roll the KV cache back. Notebook 02 traces it; 06 and 07 plug drafters into it and time it.
+"""Speculative decoding on real transformers models, one round at a time.
+
+speculative_round(target, drafter, state) is one round: draft, verify every drafted token in ONE target
+pass, keep the accepted prefix (or tree branch) and the target's own next token, drop the rejected keys
+and values, tell the drafter what the pass taught. generate() is start() and a loop over it, for every
+drafter, chains and trees alike. Notebook 02 runs it round by round; 06 and 07 plug drafters into it.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+RULES = ("exact", "typical")  # typical: Medusa-2's lossy acceptance (sampling only; see specnotes.tree)
 
 
 @dataclass(frozen=True)
@@ -16,7 +23,7 @@ class Round:
     next_token: int | None  # the target's own token: the correction, or the bonus when all were kept;
     #                         None when the round ended on an EOS among the accepted drafts
     cache_len: int  # target KV-cache length after the rollback
-    at: float = 0.0  # seconds since generate() started when this round's tokens were ready
+    at: float = 0.0  # seconds since the generation started when this round's tokens were ready
 
     @property
     def judged(self) -> int:
@@ -35,8 +42,7 @@ class Round:
 @dataclass
 class Result:
     tokens: list[int]  # new tokens only
-    target_calls: int  # target forward passes; the first one also reads the prompt
-    trace: list[Round] = field(default_factory=list)
+    trace: list[Round] = field(default_factory=list)  # one round per target pass; the first reads the prompt
     stopped_on_eos: bool = False
 
     @property
@@ -83,213 +89,188 @@ class Result:
         return len(self.tokens) / max(len(self.trace), 1)
 
 
-class Sampler:
-    """How tokens are chosen: greedy, or sampling from the temperature/top-k/top-p processed
-    distribution. Drafters use it too, so q is the distribution a draft was really drawn from."""
+@dataclass
+class Decoding:
+    """One generation between rounds: what speculative_round reads and advances (start() makes one)."""
 
-    def __init__(self, do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float | None = None, seed: int | None = None, device="cpu"):
-        import torch
+    tokens: list[int]  # the prompt and every token committed so far
+    prompt_len: int
+    max_new_tokens: int
+    k: int  # the draft length the engine asks for (see Drafter for who honours it)
+    sampler: object  # specnotes.sampling.Sampler
+    eos: frozenset
+    rule: str = "exact"
+    cache: object = None  # the target's KV cache: every committed token but the last
+    uncached: list[int] = field(default_factory=list)  # before round 1: the prompt but its last token
+    trace: list[Round] = field(default_factory=list)
+    stopped_on_eos: bool = False
+    started: float = field(default_factory=time.perf_counter)
 
-        from specnotes import checks
+    @property
+    def new(self) -> list[int]:
+        return self.tokens[self.prompt_len:]
 
-        checks.sampling(do_sample, temperature, top_k, top_p, seed)
-        self.do_sample, self.temperature, self.top_k, self.top_p = do_sample, temperature, top_k, top_p
-        self.generator = torch.Generator(device=device)
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+    @property
+    def done(self) -> bool:
+        return self.stopped_on_eos or len(self.tokens) - self.prompt_len >= self.max_new_tokens
 
-    def probs(self, logits):
-        """(..., V) processed distribution; one-hot at the argmax when greedy."""
-        import torch
-
-        logits = logits.float()
-        if not self.do_sample:
-            return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-        logits = logits / self.temperature
-        if self.top_k is not None and self.top_k < logits.shape[-1]:
-            kth = torch.topk(logits, self.top_k, dim=-1).values[..., -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        if self.top_p is not None and self.top_p < 1:
-            sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-            cum = torch.softmax(sorted_logits, -1).cumsum(-1)
-            drop_sorted = cum - torch.softmax(sorted_logits, -1) >= self.top_p  # keep the token that crosses
-            drop = drop_sorted.scatter(-1, order, drop_sorted)
-            logits = logits.masked_fill(drop, float("-inf"))
-        return torch.softmax(logits, -1)
-
-    def draw(self, probs) -> int:
-        import torch
-
-        if not self.do_sample:
-            return int(probs.argmax(-1))
-        return int(torch.multinomial(probs, 1, generator=self.generator))
-
-    def uniform(self, n: int):
-        import torch
-
-        return torch.rand(n, generator=self.generator, device=self.generator.device)
+    def result(self) -> Result:
+        return Result(self.new, list(self.trace), self.stopped_on_eos)
 
 
-def residual(p, q):
-    """max(0, p - q) renormalized (rows); where it is empty, p (never sampled then: acceptance was certain).
-    The torch twin of specnotes.rules.residual."""
-    import torch
+def start(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
+          temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
+          top_p: float | None = None, eos_token_id=None, rule: str = "exact") -> Decoding:
+    """Check every setting, reset the drafter, and return the state before the first round.
 
-    r = torch.clamp(p - q, min=0)
-    mass = r.sum(-1, keepdim=True)
-    return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), p)
-
-
-def verify_greedy(logits, drafted: list[int]) -> tuple[int, int]:
-    """(n accepted, next token): keep drafts while they equal the target's argmax."""
-    best = logits.argmax(-1).tolist()  # the only host sync of the round
-    n = 0
-    while n < len(drafted) and drafted[n] == best[n]:
-        n += 1
-    return n, best[n]
-
-
-def verify_sampling(logits, drafted: list[int], q, sampler: Sampler) -> tuple[int, int]:
-    """(n accepted, next token) by the rejection rule; q None means a point-mass draft."""
-    import torch
-
-    k = len(drafted)
-    p = sampler.probs(logits)  # (k+1, V)
-    if k == 0:
-        return 0, sampler.draw(p[0])
-    x = torch.tensor(drafted, device=p.device)
-    if q is None:  # deterministic draft: q is one-hot at the drafted token
-        q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
-    q = q.to(device=p.device, dtype=p.dtype)  # a draft model may live elsewhere, or run in 16 bits
-    rows = torch.arange(k, device=p.device)
-    p_x, q_x = p[rows, x], q[rows, x]
-    # min(1, p/q); q(x) = 0 cannot happen for a token drawn from q, and p(x) = 0 always rejects
-    accept = sampler.uniform(k) < p_x / q_x.clamp_min(1e-30)
-    rejected = (~accept).nonzero()
-    n = int(rejected[0, 0]) if len(rejected) else k
-    if n == k:
-        return n, sampler.draw(p[k])  # the bonus token, from the target's last row
-    return n, sampler.draw(residual(p[n], q[n]))
-
-
-def verify_pass(target, cache, last_token: int, drafted: list[int], uncached: list[int] = ()):
-    """The single target pass of a round: [last token, drafts] on top of the cache, which holds every
-    earlier token. Returns ((1, len(drafted)+1, V) logits, the cache now holding them all).
-
-    The first round also carries the prompt (`uncached`: every prompt token but the last), so the
-    prompt pass verifies the first draft too, as transformers' assisted generation does."""
-    import torch
-
-    from specnotes.decode import forward_pass
-    from specnotes.env import device_of
-
-    ids = torch.tensor([[*uncached, last_token, *drafted]], device=device_of(target))
-    return forward_pass(target, ids, cache, keep=len(drafted) + 1)
-
-
-def rollback(cache, n_drafted: int, n_accepted: int) -> None:
-    """Drop the keys and values of the rejected drafts (transformers 5.x: crop(-n) removes n)."""
-    if n_drafted > n_accepted:
-        cache.crop(n_accepted - n_drafted)
-
-
-def _eos_set(target, eos_token_id):
-    """The set of stop tokens: eos_token_id (an id or a list of them, as Hugging Face configs hold), else
-    the model's generation config. -1 (or []) means never stop; any other id must be in the vocabulary."""
+    eos_token_id: an id or a list of them; None takes the model's generation config; -1 (or []) never
+    stops. rule: "exact" (the rejection rule; for trees the multi-candidate rule) or "typical" (Medusa-2's
+    lossy acceptance, sampling only)."""
     from specnotes import checks
-
-    if eos_token_id is None:
-        eos_token_id = getattr(getattr(target, "generation_config", None), "eos_token_id", None)
-    return checks.stop_tokens(eos_token_id, target.config.vocab_size)
-
-
-def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
-             temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
-             top_p: float | None = None, eos_token_id=None) -> Result:
-    """Speculative decoding of one prompt. input_ids is (1, T); returns new tokens, calls and a trace.
-
-    k is the draft length for drafters that pay per drafted token (a draft model); drafters whose
-    guesses are free, such as PromptLookup, choose their own length.
-
-    Greedy output equals the target's own greedy output; sampled output has the target's distribution
-    (after the same temperature/top-k/top-p processing)."""
-    import time
-
-    import torch
-
-    from specnotes import checks
-    from specnotes.drafters import Draft
+    from specnotes.drafters import Drafter
     from specnotes.env import device_of
+    from specnotes.sampling import Sampler
 
-    start = time.perf_counter()
     vocab = target.config.vocab_size
     seq = checks.prompt_ids(input_ids, vocab)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
-    who = type(drafter).__name__
-    if isinstance(drafter, type) or not all(callable(getattr(drafter, m, None))
-                                            for m in ("reset", "propose", "update")):
-        raise TypeError("drafter must be a drafter object with reset, propose and update (an instance such "
-                        f"as PromptLookup(), not the class), got {drafter!r}")
-    if getattr(drafter, "tree", False):
-        raise TypeError(f"{who} drafts trees: run it with specnotes.tree.generate, not engine.generate")
-    draft_model = getattr(drafter, "model", None)
-    if draft_model is not None and draft_model.config.vocab_size != target.config.vocab_size:
-        raise ValueError(f"the draft model's vocabulary ({draft_model.config.vocab_size} tokens) differs "
-                         f"from the target's ({target.config.vocab_size}); drafts must use the target's "
-                         "tokenizer")
-    device = device_of(target)  # every tensor of the round goes to the target's device
-    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
-    eos = _eos_set(target, eos_token_id)
-    observe = getattr(drafter, "observe", None)  # drafters that learn from the target's predictions
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    if rule == "typical" and not do_sample:
+        raise ValueError("rule='typical' is a sampling rule (greedy verification is already exact); pass "
+                         "do_sample=True, or leave rule='exact'")
+    if not isinstance(drafter, Drafter):
+        raise TypeError("drafter must be a drafter object, an instance of a specnotes.drafters.Drafter "
+                        f"subclass such as PromptLookup() (not the class), got {drafter!r}")
+    if not drafter.needs <= frozenset(("predictions", "states")):
+        raise ValueError(f"{type(drafter).__name__}.needs may name 'predictions' and 'states', got "
+                         f"{sorted(drafter.needs)}")
+    if drafter.model is not None and drafter.model.config.vocab_size != vocab:
+        raise ValueError(f"the draft model's vocabulary ({drafter.model.config.vocab_size} tokens) differs "
+                         f"from the target's ({vocab}); drafts must use the target's tokenizer")
+    if eos_token_id is None:
+        config = target.generation_config if hasattr(target, "generation_config") else None
+        eos_token_id = config.eos_token_id if config is not None else None
+    eos = checks.stop_tokens(eos_token_id, vocab)
+    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device_of(target))
     drafter.reset(list(seq))
-    new: list[int] = []
-    trace: list[Round] = []
-    calls = 0
-    stopped = False
+    return Decoding(list(seq), len(seq), max_new_tokens, k, sampler, eos, rule, uncached=seq[:-1])
+
+
+def _checked(draft, who: str, vocab: int, sampling: bool, room: int):
+    """(tokens, q, tree or None) of a draft, cut to `room` tokens (a tree: to depth `room`). Nothing a
+    drafter says is trusted: its ids must be tokens, its tree well formed, and (when sampling) its q the
+    distribution it drew the tokens from, or the rejection rule silently stops being exact."""
+    from specnotes import checks
+    from specnotes.drafters import Draft
+    from specnotes.tree import Tree
+
+    if not isinstance(draft, Draft):
+        raise TypeError(f"{who}.propose returned {type(draft).__name__}, not a Draft(tokens, q, parents)")
+    tokens = checks.token_ids(draft.tokens, f"the tokens {who} drafted", vocab, empty=True)
+    if draft.is_tree:
+        if draft.q is not None:
+            raise ValueError(f"{who} drafted a tree with q: tree candidates are verified as point masses "
+                             "here (the multi-candidate rule), so a tree draft passes q=None")
+        tree = Tree(tokens, list(draft.parents))
+        return tree.tokens, None, (tree.cut(room) if len(tree) and int(tree.depth.max()) > room else tree)
+    if sampling and draft.q is not None:
+        checks.draft_q(draft.q, tokens, vocab, who)
+    tokens = tokens[:room]
+    return tokens, (draft.q[:len(tokens)] if draft.q is not None else None), None
+
+
+def speculative_round(target, drafter, state: Decoding) -> Round:
+    """One round of speculative decoding; advances `state` and returns the round's record.
+
+    Greedy output equals the target's own greedy output; sampled output has the target's distribution
+    (after the same temperature/top-k/top-p processing), except under rule="typical"."""
+    import torch
+
+    from specnotes import passes, sampling
+    from specnotes import tree as trees
+    from specnotes.drafters import Draft, Feedback
+
+    if state.done:
+        raise ValueError("this generation is finished (max_new_tokens reached or an EOS emitted); "
+                         "start() a new one")
+    vocab, who, sampler = target.config.vocab_size, type(drafter).__name__, state.sampler
+    seq = state.tokens
+    before = len(seq)
+    room = state.max_new_tokens - len(state.new) - 1  # the round's own token always comes on top
     with torch.inference_mode():
-        # the cache holds every token but the last, which opens each round's pass; before the first
-        # round it is empty and the first pass carries the prompt too
-        cache, uncached = None, seq[:-1]
-        while len(new) < max_new_tokens:
-            room = max_new_tokens - len(new) - 1  # the round's own token always comes on top
-            draft = drafter.propose(list(seq), min(k, room), sampler) if room else Draft([], None)
-            if not isinstance(draft, Draft):
-                raise TypeError(f"{who}.propose returned {type(draft).__name__}, not a Draft(tokens, q)")
-            # nothing a drafter says is trusted: its ids must be tokens, and (when sampling) its q must be
-            # the distribution it drew them from, or the rejection rule below silently stops being exact
-            drafted = checks.token_ids(draft.tokens, f"the tokens {who} drafted", vocab, empty=True)
-            if do_sample and draft.q is not None:
-                checks.draft_q(draft.q, drafted, vocab, who)
-            drafted = drafted[:room]
-            q = draft.q[: len(drafted)] if draft.q is not None else None
-            logits, cache = verify_pass(target, cache, seq[-1], drafted, uncached)
-            uncached = []
-            calls += 1
-            if observe is not None:
-                observe(list(seq), [seq[-1], *drafted], logits[0].argmax(-1).tolist())
-            if do_sample:
-                n, nxt = verify_sampling(logits[0], drafted, q, sampler)
+        # 1. draft: the drafter guesses a continuation (up to k tokens, for drafters that pay per token)
+        draft = drafter.propose(list(seq), min(state.k, room), sampler) if room else Draft([])
+        # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the tokens left
+        drafted, q, tree = _checked(draft, who, vocab, sampler.do_sample, room)
+        if tree is None and (state.rule == "typical" or "states" in drafter.needs):
+            tree = trees.chain(drafted)  # these are walked, or passed, the tree way
+        # 3. verify: ONE target pass over [last token, drafts] (a tree: with the tree mask)
+        start_len = passes.cache_length(state.cache) + len(state.uncached)
+        n_prompt = len(state.uncached)
+        hidden = None
+        if tree is None:
+            logits, state.cache = passes.chain_pass(target, state.cache, seq[-1], drafted, state.uncached)
+        else:
+            logits, hidden, state.cache = passes.tree_pass(target, state.cache, seq[-1], tree, state.uncached)
+        state.uncached = []
+        # 4. accept: the longest prefix (tree: branch) the rule keeps, then the target's own next token
+        if tree is None:
+            if sampler.do_sample:
+                n, nxt = sampling.accept_sampled(logits, drafted, q, sampler)
             else:
-                n, nxt = verify_greedy(logits[0], drafted)
-            rollback(cache, len(drafted), n)
-            emitted = [*drafted[:n], nxt]  # never more than the room left: drafts were cut to fit
-            cut = next((i for i, t in enumerate(emitted) if t in eos), None)
-            if cut is not None:
-                stopped = True
-                if cut < n:  # an accepted draft was the EOS: nothing after it counts
-                    rollback(cache, n, cut)
-                    emitted, drafted, n, nxt = emitted[: cut + 1], drafted[: cut + 1], cut + 1, None
-            seq += emitted
-            new += emitted
-            drafter.update(list(seq), n)
-            trace.append(Round(drafted, n, nxt, cache.get_seq_length(), time.perf_counter() - start))
-            if stopped:
-                break
-    return Result(new, calls, trace, stopped)
+                n, nxt = sampling.accept_greedy(logits, drafted)
+            path = list(range(n))
+        elif not sampler.do_sample:
+            path, nxt = trees.walk_greedy(tree, logits)
+        elif state.rule == "typical":
+            path, nxt = trees.walk_typical(tree, sampler.probs(logits), sampler.draw)
+        else:
+            path, nxt = trees.walk_sampling(tree, sampler.probs(logits), lambda: float(sampler.uniform(1)[0]),
+                                            sampler.draw)
+        # 5. keep the accepted keys and values: the root and the accepted nodes (a chain: a crop)
+        passes.compact(state.cache, start_len, [0] + [i + 1 for i in path])
+        if tree is not None:  # what was judged: the accepted branch, then the first-ranked line below it
+            below, line = (path[-1] if path else -1), list(path)
+            while (kids := tree.children(below)):
+                below = kids[0]
+                line.append(below)
+            drafted = [tree.tokens[i] for i in line]
+        emitted = [*drafted[:len(path)], nxt]  # never more than the room left: drafts were cut to fit
+        accepted = len(path)
+        # 6. stop at EOS: an accepted draft that is an EOS ends the generation, nothing after it counts
+        cut = next((i for i, t in enumerate(emitted) if t in state.eos), None)
+        if cut is not None:
+            state.stopped_on_eos = True
+            if cut < accepted:
+                passes.crop(state.cache, accepted - cut)
+                emitted, drafted, accepted, nxt = emitted[:cut + 1], drafted[:cut + 1], cut + 1, None
+        seq += emitted
+        # 7. tell the drafter what the pass taught (predictions and states only when it asks)
+        predictions = logits.argmax(-1).tolist() if "predictions" in drafter.needs else None
+        states = None
+        if "states" in drafter.needs:
+            rows = list(range(n_prompt)) + [n_prompt + r for r in [0] + [i + 1 for i in path[:accepted]]]
+            states = hidden[rows]
+        drafter.update(Feedback(list(seq), before, list(drafted), accepted, predictions, states))
+    # 8. record the round
+    record = Round(list(drafted), accepted, nxt, state.cache.get_seq_length(),
+                   time.perf_counter() - state.started)
+    state.trace.append(record)
+    return record
+
+
+def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
+             temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
+             top_p: float | None = None, eos_token_id=None, rule: str = "exact") -> Result:
+    """Speculative decoding of one prompt, with any drafter (chain or tree): start(), then rounds until
+    max_new_tokens or an EOS. input_ids is (1, T), on any device. Returns new tokens and the trace."""
+    state = start(target, drafter, input_ids, max_new_tokens, k, do_sample, temperature, seed, top_k,
+                  top_p, eos_token_id, rule)
+    while not state.done:
+        speculative_round(target, drafter, state)
+    return state.result()
 
 
 def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top_k: int | None = None):
@@ -301,6 +282,7 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
 
     from specnotes import checks
     from specnotes.env import device_of, host
+    from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
     length = checks.whole(length, "length", scalar=True)

@@ -114,7 +114,7 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
 
     from specnotes import engine
     from specnotes.drafter_table import TimedDrafter
-    from specnotes.drafters import DraftModel, EarlyExit, PromptLookup, Suffix
+    from specnotes.drafters import Drafter, DraftModel, EarlyExit, PromptLookup, Suffix
     from specnotes.env import to_model
     from specnotes.models import _quiet_transformers
     from specnotes.timing import Output
@@ -144,21 +144,9 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
             return Output(res.tokens, res, drafter.seconds)
         return run
 
-    class NoDraft:  # the engine as a plain decoder: measures its own per-round overhead
-        def reset(self, prompt):
-            pass
-
-        def propose(self, tokens, k, sampler):
-            from specnotes.drafters import Draft
-
-            return Draft([], None)
-
-        def update(self, tokens, n_accepted):
-            pass
-
     out = {
         "plain": hf(),
-        "engine-no-draft": own(NoDraft),
+        "engine-no-draft": own(Drafter),  # the base drafter drafts nothing: the engine's own overhead
         "hf-prompt-lookup": hf(prompt_lookup_num_tokens=10),
         "hf-assistant": hf(assistant_model=draft),
         "engine-prompt-lookup": own(PromptLookup),
@@ -191,9 +179,9 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
 
     import torch
 
-    from specnotes.decode import forward_pass, sync
     from specnotes.env import device_of
-    from specnotes.timing import fits, prompt_tensor
+    from specnotes.passes import forward_pass
+    from specnotes.timing import fits, prompt_tensor, sync
 
     max_width = checks.whole(max_width, "max_width", scalar=True)
     context_extra = checks.whole(context_extra, "context_extra", low=0, scalar=True)
@@ -280,7 +268,6 @@ def _checked(samples, costs) -> list:
 def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
     """One record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
     costs: prompt kind -> list of Costs, one per prompt."""
-    from specnotes import theory
     from specnotes.timing import first_difference
 
     samples = _checked(samples, costs)
@@ -324,14 +311,14 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
             prefill = sum(c.prefill_s for c in kind_costs)
             steps = calib["new_tokens"] - calib["prompts"]
             overhead = max((calib["seconds"] - prefill - steps * step) / calib["new_tokens"], 0.0)
-        rec.update(_prediction(runs, kind_costs, overhead, theory))
+        plain = next(r for r in records if r["mode"] == "plain" and r["prompt_kind"] == kind
+                     and r["sampling"] == rec["sampling"])
+        rec.update(_prediction(runs, kind_costs, overhead, plain["tokens_per_s"]))
         rec["round_overhead_ms"] = 1e3 * overhead
     for rec in records:  # speedup and identity against plain in the same round-robin
         plain = next(r for r in records if r["mode"] == "plain" and r["prompt_kind"] == rec["prompt_kind"]
                      and r["sampling"] == rec["sampling"])
         rec["speedup"] = rec["tokens_per_s"] / plain["tokens_per_s"]
-        if rec.get("predicted_tokens_per_s") is not None:
-            rec["predicted_speedup"] = rec["predicted_tokens_per_s"] / plain["tokens_per_s"]
         if rec["sampling"] == "greedy":
             mine = _group(samples, rec["mode"], rec["prompt_kind"], "greedy")
             ref = _group(samples, "plain", rec["prompt_kind"], "greedy")
@@ -343,50 +330,36 @@ def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
     return records
 
 
-def _prediction(outputs, costs, overhead: float, theory) -> dict:
-    """Positional α, draft lengths and draft cost from the engine's traces, then the mode's time
-    predicted from them: N / mean E(d) rounds, each costing a verify pass at its width, its drafting
-    and the engine's per-round overhead (all measured), where the first round's verify pass is the
-    prompt pass. The predicted tokens/s is returned relative to the measured plain rate by summarize();
-    notebook 05's formula rides along.
+def _prediction(outputs, costs, overhead: float, plain_tokens_per_s: float) -> dict:
+    """What the engine's traces and the measured costs say about a mode, and its speedup predicted by
+    theory.predicted_speedup: α by position for each draft length, each round's length, the verify cost
+    at its width, its drafting and the engine's per-round overhead, the prompt pass (the first round's
+    verify pass), all in decode steps, against plain decoding's measured time for the same tokens.
+    Notebook 05's formula, theory.speedup at the pooled α and c, rides along."""
+    from specnotes import theory
 
-    α by position is measured separately for each draft length d, and E(d) comes from the α of rounds
-    that drafted d. A drafter that chooses its length by its confidence (prompt lookup drafts 2 tokens on
-    a weak match, 10-32 inside a copied passage) has a different α for short and long drafts, and one
-    pooled α would price the long, nearly always accepted drafts at the short drafts' acceptance."""
-    lengths = np.concatenate([o.result.drafted_counts for o in outputs])
-    width = int(lengths.max(initial=0))
-    judged, kept = np.zeros(max(width, 1)), np.zeros(max(width, 1))
-    by_length = {}  # d -> (judged, kept) at positions 1..d, over the rounds that drafted d
-    for o in outputs:
-        j, k_ = o.result.position_counts
-        judged[: len(j)] += j
-        kept[: len(k_)] += k_
-        for r in o.result.trace:
-            d = len(r.drafted)
-            jd, kd = by_length.setdefault(d, (np.zeros(max(d, 1)), np.zeros(max(d, 1))))
-            jd[:r.judged] += 1
-            kd[:r.accepted] += 1
-    alpha_pos = np.where(judged > 0, kept / np.maximum(judged, 1), 0.0)
-    e_of = {d: float(theory.tokens_by_draft_length(np.where(jd > 0, kd / np.maximum(jd, 1), 0.0))[d])
-            for d, (jd, kd) in by_length.items()}
+    rounds = [r for o in outputs for r in o.result.trace]
+    lengths = np.array([len(r.drafted) for r in rounds], dtype=int)
+    judged = np.array([r.judged for r in rounds], dtype=int)
+    accepted = np.array([r.accepted for r in rounds], dtype=int)
     step = float(np.mean([c.step_s for c in costs]))
-    verify = np.mean([np.asarray(c.verify)[: width + 2] for c in costs], axis=0)
-    draft_steps = sum(o.draft_seconds for o in outputs) / max(len(lengths), 1) / step
+    verify = np.mean([np.asarray(c.verify)[: lengths.max(initial=0) + 2] for c in costs], axis=0)
     tokens = sum(len(o.tokens) for o in outputs)
-    prefill = sum(c.prefill_s for c in costs) / step
-    verify_s = float(np.mean(verify[lengths + 1])) * step
-    rounds = tokens / float(np.mean([e_of[d] for d in lengths]))
-    round_s = verify_s + draft_steps * step + overhead
-    predicted_s = prefill * step + rounds * round_s - len(outputs) * verify_s
-    alpha = float(kept.sum() / judged.sum()) if judged.sum() else 0.0
+    draft_s = sum(o.draft_seconds for o in outputs)
+    predicted = theory.predicted_speedup(
+        theory.position_alphas(lengths, judged, accepted, by_length=True), lengths, verify,
+        draft_cost=(draft_s / max(len(lengths), 1) + overhead) / step,
+        prefill=sum(c.prefill_s for c in costs) / step, n_tokens=tokens, prompts=len(outputs),
+        plain=tokens / plain_tokens_per_s / step)
+    alpha = float(accepted.sum() / judged.sum()) if judged.sum() else 0.0
     drafted = lengths[lengths > 0]
     mean_draft = float(drafted.mean()) if drafted.size else 0.0
-    c_tok = sum(o.draft_seconds for o in outputs) / max(int(lengths.sum()), 1) / step
+    c_tok = draft_s / max(int(lengths.sum()), 1) / step
     formula = float(theory.speedup(alpha, max(1, round(mean_draft)), c_tok)) if drafted.size else 1.0
-    return {"predicted_tokens_per_s": tokens / predicted_s, "formula_speedup": formula, "alpha": alpha,
-            "alpha_by_position": alpha_pos.round(3).tolist()[:8], "mean_draft": mean_draft,
-            "c_per_token": c_tok,
+    return {"predicted_speedup": predicted, "predicted_tokens_per_s": predicted * plain_tokens_per_s,
+            "formula_speedup": formula, "alpha": alpha,
+            "alpha_by_position": theory.position_alphas(lengths, judged, accepted).round(3).tolist()[:8],
+            "mean_draft": mean_draft, "c_per_token": c_tok,
             "verify_cost_at_mean": float(np.interp(mean_draft + 1, np.arange(len(verify)), verify))}
 
 

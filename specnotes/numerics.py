@@ -40,8 +40,8 @@ def verify_vs_steps(model, input_ids, k: int = 4, dtype=None) -> PassComparison:
     import torch
 
     from specnotes import checks
-    from specnotes.decode import forward_pass
     from specnotes.env import device_of
+    from specnotes.passes import forward_pass
 
     k = checks.whole(k, "k", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)
@@ -87,8 +87,9 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     import torch
 
     from specnotes import checks, engine
-    from specnotes.decode import forward_pass, plain_generate
+    from specnotes.decode import plain_generate
     from specnotes.env import device_of
+    from specnotes.passes import forward_pass
     from specnotes.timing import first_difference
 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)

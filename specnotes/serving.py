@@ -67,22 +67,22 @@ def simulate(batch, alpha, k, c, n_params, dtype, gpu, context=0,
 
     Without: each pass gives every sequence one token. With: each round drafts k tokens (k x c plain
     steps at this batch) and verifies them in one pass of k + 1 positions; a sequence gains
-    E = 1 + α + ... + α^k tokens per round on average."""
+    E = 1 + α + ... + α^k tokens per round on average. The speedup is theory.speedup with the roofline's
+    verify cost at this batch."""
     a = checks.probability(alpha, "alpha (every draft accepted forever is not a workload)", high_open=True)
     kk, cc = checks.whole(k, "k"), checks.positive(c, "c", zero=True)
     b = np.asarray(checks.whole(batch, "batch"))
     shape = shape if shape is not None else default_shape(n_params)
     step = pass_time(b, 1, n_params, dtype, gpu, context, shape)
-    verify = pass_time(b, kk + 1, n_params, dtype, gpu, context, shape)
-    round_s = kk * cc * step + verify
-    e = theory.expected_tokens(a, kk)
+    verify = pass_time(b, kk + 1, n_params, dtype, gpu, context, shape) / step  # in plain steps
+    gain = np.asarray(theory.speedup(a, kk, cc, verify))
     m = roofline.machine(gpu)
     kv = roofline.kv_cache_bytes(shape, checks.whole(context, "context", low=0) + kk, b, dtype)
     need = roofline.model_bytes(n_params, dtype) + kv
     fits = need <= m.memory_bytes if np.isfinite(m.memory_bytes) else np.ones_like(need, dtype=bool)
-    plain_tps, spec_tps = b / step, b * e / round_s
-    return Serving(b, plain_tps, spec_tps, 1e3 * step, 1e3 * round_s / e, spec_tps / plain_tps,
-                   verify / step, np.asarray(fits))
+    plain_tps = b / step
+    return Serving(b, plain_tps, plain_tps * gain, 1e3 * step, 1e3 * step / gain, gain, verify,
+                   np.asarray(fits))
 
 
 def speedup(batch, alpha, k, c, n_params, dtype, gpu, context=0, shape: roofline.Shape | None = None):
@@ -122,7 +122,7 @@ def crossover_batch(alpha, k, c, n_params, dtype, gpu, context=0, shape: rooflin
 
 def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
     """Speedup by batch from measured pass times: times[(batch, tokens)] in seconds, as
-    `measure_grid` returns. Same formula as `simulate`, with the roofline swapped for the clock."""
+    `measure_grid` returns. theory.speedup, as in `simulate`, with the roofline swapped for the clock."""
     if not isinstance(times, dict) or not times:
         raise TypeError("times must be a non-empty dict {(batch, tokens): seconds} as measure_grid "
                         f"returns, got {type(times).__name__}")
@@ -133,13 +133,8 @@ def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
         checks.whole(cell[1], "times: a token count")
         checks.positive(seconds, f"times[{cell}]")
     k, c = checks.whole(k, "k", scalar=True), checks.positive(c, "c", zero=True, scalar=True)
-    out = {}
-    e = float(theory.expected_tokens(alpha, k))
-    for b in sorted({b for b, _ in times}):
-        if (b, 1) in times and (b, k + 1) in times:
-            step, verify = times[(b, 1)], times[(b, k + 1)]
-            out[b] = e * step / (k * c * step + verify)
-    return out
+    return {b: float(theory.speedup(alpha, k, c, times[(b, k + 1)] / times[(b, 1)]))
+            for b in sorted({b for b, _ in times}) if (b, 1) in times and (b, k + 1) in times}
 
 
 def measure_grid(model, batches=(1, 2, 4, 8, 16, 32), tokens=(1, 2, 4, 8), context: int = 128,
@@ -152,8 +147,9 @@ def measure_grid(model, batches=(1, 2, 4, 8, 16, 32), tokens=(1, 2, 4, 8), conte
     import torch
     from tqdm.auto import tqdm
 
-    from specnotes.decode import forward_pass, sync
     from specnotes.env import device_of
+    from specnotes.passes import forward_pass
+    from specnotes.timing import sync
 
     batches = [int(b) for b in np.atleast_1d(checks.whole(batches, "batches"))]
     tokens = [int(t) for t in np.atleast_1d(checks.whole(tokens, "tokens"))]

@@ -14,6 +14,14 @@ import numpy as np
 from specnotes import checks
 
 
+def sync(device) -> None:
+    """Wait for queued CUDA work, so a timer reads the time the work took (a no-op on CPU)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @dataclass(frozen=True)
 class Timing:
     seconds: np.ndarray  # (repeats,) each run's wall time
@@ -34,8 +42,6 @@ class Timing:
 
 def time_call(fn: Callable[[], object], repeats: int = 7, warmup: int = 2, device="cpu") -> Timing:
     """Run fn `warmup` times untimed, then `repeats` times timed (synchronizing CUDA around each)."""
-    from specnotes.decode import sync
-
     if not callable(fn):
         raise TypeError(f"fn must be a function of no arguments (the work to time), got {type(fn).__name__}")
     repeats = checks.whole(repeats, "repeats", scalar=True)
@@ -58,7 +64,7 @@ def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, wa
     the pass with no cache at all, as a prompt's first pass runs)."""
     import torch
 
-    from specnotes.decode import forward_pass
+    from specnotes.passes import forward_pass
 
     context = checks.whole(context, "context", low=0, scalar=True)
     tokens = checks.whole(tokens, "tokens", scalar=True)
@@ -173,7 +179,6 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     and prompt by default) are not recorded. `device` (the one to synchronize) defaults to the model's."""
     from tqdm.auto import tqdm
 
-    from specnotes.decode import sync
     from specnotes.env import device_of
 
     device = device_of(model) if device is None else device

@@ -1,5 +1,5 @@
-"""Tree verification: many candidate continuations checked in one target pass, then the KV cache
-compacted to the accepted path. Notebook 06 (part 2) uses it for Medusa heads; tests check it is exact.
+"""Candidate trees: many continuations checked in one target pass (specnotes.engine runs the round,
+specnotes.passes the pass and the KV compaction). Notebook 06 (part 2) uses them for Medusa heads.
 
 A round's tree hangs from the root, the last committed token (not yet in the KV cache). Each node is one
 candidate token whose parent is the token before it. The whole tree goes through the target as ONE pass:
@@ -128,32 +128,9 @@ def default_choices(widths=(3, 2, 2, 1)) -> list[tuple[int, ...]]:
     return choices
 
 
-class RandomTree:
-    """A tree drafter that guesses at random: distinct random tokens in a fixed static-tree shape. Useless
-    for speed, ideal for testing a sampling rule, since it produces rejections of every kind."""
-
-    def __init__(self, vocab: int, widths=(3, 2, 1), seed: int = 0):
-        from specnotes import checks
-
-        vocab = checks.whole(vocab, "vocab", scalar=True)
-        widths = [checks.whole(w, "widths (each at most vocab)", high=vocab, scalar=True) for w in widths]
-        self.vocab, self.widths = vocab, tuple(widths)
-        self.rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
-
-    def reset(self, prompt: list[int]) -> None:
-        pass
-
-    def propose(self, tokens: list[int], states) -> Tree:
-        candidates = [self.rng.permutation(self.vocab)[:w].tolist() for w in self.widths]
-        return static_tree(candidates, default_choices(self.widths))
-
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        pass
-
-
-def _tree_inputs(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
+def mask(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     """Position ids (1, q) and the additive attention mask (1, 1, q, cache_len + q) of a tree pass whose
-    input is [uncached prompt tokens, root, nodes]."""
+    input is [uncached prompt tokens, root, nodes] (specnotes.passes.tree_pass runs it)."""
     import torch
 
     q = n_uncached + 1 + len(tree)
@@ -166,52 +143,6 @@ def _tree_inputs(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     mask = torch.zeros(see.shape, dtype=dtype)
     mask.masked_fill_(torch.from_numpy(~see), torch.finfo(dtype).min)
     return (torch.from_numpy(positions)[None].to(device), mask[None, None].to(device))
-
-
-def tree_pass(target, cache, root: int, tree: Tree, uncached: list[int] = (), features: bool = False):
-    """One target pass over [uncached, root, tree nodes] on top of `cache`. Returns (logits (n+1, V) for
-    the root and each node, hidden states (u+n+1, d) of every input row, the cache). The hidden states are
-    the last ones after the final norm, or with features=True the ones before it (EAGLE's features)."""
-    import torch
-
-    from specnotes.decode import _cache_kwarg
-    from specnotes.env import device_of, dtype_of
-
-    device, dtype = device_of(target), dtype_of(target)
-    cache_len = cache.get_seq_length() if cache is not None else 0
-    ids = torch.tensor([[*uncached, root, *tree.tokens]], device=device)
-    positions, mask = _tree_inputs(cache_len, len(uncached), tree, device, dtype)
-    captured = {}
-    hook = None
-    if features:
-        hook = target.model.norm.register_forward_pre_hook(lambda m, args: captured.update(pre=args[0]))
-    try:
-        out = target.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                           **{_cache_kwarg(type(target.model)): cache})
-    finally:
-        if hook is not None:
-            hook.remove()
-    hidden = out.last_hidden_state[0]
-    new_cache = out.get("cache", out.get("past_key_values"))
-    logits = target.lm_head(hidden[len(uncached):])
-    return logits, (captured["pre"][0] if features else hidden), new_cache
-
-
-def compact(cache, start: int, keep: list[int]) -> None:
-    """Keep the first `start` cached positions and then only the listed positions after them (offsets
-    from `start`), in order: the accepted branch of a tree pass, without the other branches."""
-    import torch
-
-    total = cache.get_seq_length()
-    if list(keep) == list(range(len(keep))):  # already a prefix: an ordinary crop
-        if total - start - len(keep) > 0:
-            cache.crop(-(total - start - len(keep)))
-        return
-    index = torch.as_tensor(list(range(start)) + [start + k for k in keep])
-    for layer in cache.layers:
-        index = index.to(layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
 
 
 def walk_greedy(tree: Tree, logits) -> tuple[list[int], int]:
@@ -261,83 +192,3 @@ def walk_typical(tree: Tree, probs, draw, epsilon: float = 0.3, delta: float = 0
             return path, draw(p)
         path.append(nxt)
         node = nxt
-
-
-def generate(target, drafter, input_ids, max_new_tokens: int, do_sample: bool = False,
-             temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
-             top_p: float | None = None, eos_token_id=None, rule: str = "exact"):
-    """Speculative decoding with a tree drafter: `drafter.propose(tokens, states)` returns a Tree to
-    hang from the last token. `states` (m, d) are the target's hidden states (after the final norm; with
-    `features = True` on the drafter, before it) at the positions committed since the last call, the
-    last of them the one whose logits produced the last token (on the first call: the whole prompt).
-    rule: "exact" (the multi-candidate rule) or "typical" (lossy; sampling only).
-    Returns an engine.Result whose trace's `drafted` is the accepted branch followed by the best-ranked
-    continuation below it, so α by position reads as acceptance by tree depth."""
-    import time
-
-    import torch
-
-    from specnotes import checks
-    from specnotes.engine import Result, Round, Sampler, _eos_set
-    from specnotes.env import device_of
-
-    vocab = target.config.vocab_size
-    seq = checks.prompt_ids(input_ids, vocab)
-    max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
-    if rule not in ("exact", "typical"):
-        raise ValueError(f"rule must be 'exact' or 'typical', got {rule!r}")
-    if rule == "typical" and not do_sample:
-        raise ValueError("rule='typical' is a sampling rule (greedy verification is already exact); pass "
-                         "do_sample=True, or leave rule='exact'")
-    start = time.perf_counter()
-    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device_of(target))
-    eos = _eos_set(target, eos_token_id)
-    wants_features = getattr(drafter, "features", False)
-    drafter.reset(list(seq))
-    new, trace = [], []
-    cache, uncached, states = None, seq[:-1], None
-    with torch.inference_mode():
-        while len(new) < max_new_tokens:
-            room = max_new_tokens - len(new) - 1
-            tree = drafter.propose(list(seq), states) if states is not None and room > 0 else Tree()
-            if not isinstance(tree, Tree):
-                raise TypeError(f"{type(drafter).__name__}.propose returned {type(tree).__name__}, "
-                                "not a Tree")
-            checks.token_ids(tree.tokens, f"the tokens {type(drafter).__name__} drafted", vocab, empty=True)
-            if len(tree) and int(tree.depth.max()) > room:
-                tree = tree.cut(room)
-            cache_before = (cache.get_seq_length() if cache is not None else 0) + len(uncached)
-            n_prompt = len(uncached)
-            logits, hidden, cache = tree_pass(target, cache, seq[-1], tree, uncached, features=wants_features)
-            uncached = []
-            if not do_sample:
-                path, nxt = walk_greedy(tree, logits)
-            else:
-                probs = sampler.probs(logits)
-                if rule == "exact":
-                    path, nxt = walk_sampling(tree, probs, lambda: float(sampler.uniform(1)[0]), sampler.draw)
-                else:
-                    path, nxt = walk_typical(tree, probs, sampler.draw)
-            # keep the root and the accepted branch; drop every other node's keys and values
-            compact(cache, cache_before, [0] + [i + 1 for i in path])
-            emitted = [tree.tokens[i] for i in path] + [nxt]
-            accepted = len(path)
-            cut = next((i for i, t in enumerate(emitted) if t in eos), None)
-            if cut is not None and cut < accepted:
-                cache.crop(-(accepted - cut))
-                emitted, accepted, nxt = emitted[:cut + 1], cut + 1, None
-            rows = list(range(n_prompt)) + [n_prompt + r for r in [0] + [i + 1 for i in path[:accepted]]]
-            states = hidden[rows]
-            below = path[-1] if path else -1
-            main_line = []
-            while (kids := tree.children(below)):
-                below = kids[0]
-                main_line.append(below)
-            drafted = [tree.tokens[i] for i in path[:accepted] + main_line]
-            seq += emitted
-            new += emitted
-            drafter.update(list(seq), accepted)
-            trace.append(Round(drafted, accepted, nxt, cache.get_seq_length(), time.perf_counter() - start))
-            if cut is not None:
-                break
-    return Result(new, len(trace), trace, cut is not None if trace else False)

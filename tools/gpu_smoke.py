@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import drafter_table, engine, env, live, models, numerics, serving, timing, tree
+from specnotes import drafter_table, engine, env, live, models, numerics, serving, timing
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.paths import write_atomic
@@ -92,10 +92,9 @@ def decode_runs(target, tokenizer, draft, tiny: bool, n: int) -> dict:
         for name, make in makers.items():
             for sampled in (False, True):
                 drafter = make()  # built outside the timer (the trained ones read their weights)
-                generate = tree.generate if getattr(drafter, "tree", False) else engine.generate
-                kwargs = {} if generate is tree.generate else {"k": 3}
                 start = time.perf_counter()
-                res = generate(target, drafter, ids, n, do_sample=sampled, seed=0, eos_token_id=-1, **kwargs)
+                res = engine.generate(target, drafter, ids, n, k=3, do_sample=sampled, seed=0,
+                                      eos_token_id=-1)
                 seconds = time.perf_counter() - start
                 row = {"tokens": res.tokens, "seconds": seconds, "alpha": res.alpha,
                        "tokens_per_pass": res.tokens_per_call}

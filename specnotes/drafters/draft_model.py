@@ -5,10 +5,10 @@ Notebooks 02, 06 and 07 use it; any model with the target's vocabulary works.
 
 from __future__ import annotations
 
-from specnotes.drafters import Draft
+from specnotes.drafters.base import Draft, Drafter
 
 
-class DraftModel:
+class DraftModel(Drafter):
     """Drafts k tokens autoregressively with its own model and KV cache, sampling the way the engine
     samples, and returns q: the processed distribution each token was actually drawn from.
 
@@ -34,9 +34,10 @@ class DraftModel:
         """Run the tokens the cache has not seen yet; return the last position's logits."""
         import torch
 
-        from specnotes.decode import forward_pass
+        from specnotes.env import device_of
+        from specnotes.passes import forward_pass
 
-        device = next(self.model.parameters()).device
+        device = device_of(self.model)
         new = torch.tensor([tokens[self.cached:]], device=device)
         logits, self.cache = forward_pass(self.model, new, self.cache, keep=1)
         self.cached = len(tokens)
@@ -65,10 +66,10 @@ class DraftModel:
                     logits = self._feed(seq)
         return Draft(drafted, torch.stack(qs))
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        # the cache may hold drafted tokens that were rejected: keep only a prefix of `tokens`
+    def update(self, feedback) -> None:
+        # the cache may hold drafted tokens that were rejected: keep only a prefix of the sequence
         # that it is certain to share (everything before the first rejected draft)
-        keep = min(self.cached, len(tokens) - 1)
+        keep = min(self.cached, len(feedback.tokens) - 1)
         if self.cache is not None and self.cached > keep:
             self.cache.crop(keep - self.cached)
             self.cached = keep

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from specnotes import distill
+from specnotes.drafters.base import Draft, Drafter
 
 FILE = "eagle-lite.safetensors"
 VOCAB = 4096  # trained and drafted over the 4,096 tokens the target writes most often (98% of them)
@@ -42,15 +43,15 @@ def _model_class():
         def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
             """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
             (B, T, d), logits (B, T, V) for token t+2, cache)."""
-            from specnotes.decode import _cache_kwarg
+            from specnotes.passes import cache_kwarg, returned_cache
 
             emb = self.body.model.embed_tokens(tokens)
             x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
             out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
-                                  **{_cache_kwarg(type(self.body.model)): cache})
+                                  **{cache_kwarg(type(self.body.model)): cache})
             h = out.last_hidden_state
-            new_cache = out.get("cache", out.get("past_key_values"))
-            return h, (self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None), new_cache
+            logits = self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None
+            return h, logits, returned_cache(out)
 
     return EagleModel
 
@@ -154,15 +155,15 @@ def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
     return model.eval()
 
 
-class EagleLite:
-    """Chain drafting from features: up to k guesses per round (fewer, or none, when min_confidence
-    stops the chain), verified by specnotes.tree.generate.
+class EagleLite(Drafter):
+    """Chain drafting from the target's hidden states: up to k guesses per round (the engine's k caps
+    it; fewer, or none, when min_confidence stops the chain).
 
     The draft keeps its own one-layer KV cache over (feature, next token) pairs of the committed text;
     each round it is fed the pairs committed since the last round, drafts k tokens, then drops the
     drafted positions from its cache again."""
 
-    tree = True
+    needs = frozenset({"states"})  # the engine hands the target's hidden states to update()
 
     def __init__(self, target, model="trained", k: int = 3, vocab: int | None = VOCAB,
                  min_confidence: float | None = None):
@@ -185,6 +186,7 @@ class EagleLite:
         self.min_confidence = min_confidence
         self.cache = None
         self.fed = 0
+        self.states = None  # the target's hidden states at the positions committed last round
         self.subset = None
         ids = scored_tokens(target, vocab)
         if ids is not None:
@@ -206,13 +208,14 @@ class EagleLite:
         return (best if self.subset is None else int(self.subset[0][best])), sure
 
     def reset(self, prompt: list[int]) -> None:
-        self.cache, self.fed = None, 0
+        self.cache, self.fed, self.states = None, 0, None
 
-    def propose(self, tokens: list[int], states):
+    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
         import torch
 
-        from specnotes import tree
-
+        if self.states is None:  # the first round: the prompt pass has not produced any states yet
+            return Draft([])
+        states, self.states = self.states, None
         m = states.shape[0]
         device = states.device
         with torch.inference_mode():
@@ -223,9 +226,9 @@ class EagleLite:
                                                with_logits=self.subset is None)
             self.fed += m
             token, sure = self._pick(h, logits)
-            drafted = [token] if sure else []
+            drafted = [token] if sure and k > 0 else []
             feat = h[:, -1:]
-            while sure and len(drafted) < self.k:
+            while sure and len(drafted) < min(self.k, k):
                 pos = torch.tensor([[self.fed + len(drafted) - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
                                                       self.cache, pos, use_cache=True,
@@ -236,7 +239,7 @@ class EagleLite:
             extra = self.cache.get_seq_length() - self.fed
             if extra:
                 self.cache.crop(-extra)  # the drafted positions are guesses, not committed text
-        return tree.chain(drafted)
+        return Draft(drafted)
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        pass
+    def update(self, feedback) -> None:
+        self.states = feedback.states

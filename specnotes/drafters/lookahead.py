@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from specnotes.drafters import Draft
+from specnotes.drafters.base import Draft, Drafter
 
 
-class Lookahead:
+class Lookahead(Drafter):
     """Drafts chained from an n-gram pool filled with the target's own predictions.
 
     When the pool has no continuation for the tail, the draft is the Jacobi guess: the target's
     predictions from the last pass beyond the point it accepted, or, at the start, tokens from the prompt.
     """
+
+    needs = frozenset({"predictions"})
 
     def __init__(self, n: int = 3, window: int = 4, max_tokens: int = 16, seed: int = 0):
         from specnotes import checks
@@ -57,22 +59,18 @@ class Lookahead:
             if len(draft) < self.window and self.prompt:
                 fill = self.rng.choice(self.prompt, self.window - len(draft))
                 draft = [*draft, *map(int, fill)]
-        return Draft(draft, None)
+        return Draft(draft)
 
-    def observe(self, tokens: list[int], inputs: list[int], predictions: list[int]) -> None:
-        """One target pass: `tokens` is the sequence before it, `inputs` the pass's tokens (the last token
-        then the draft), predictions[j] the target's argmax after inputs[j]."""
-        ctx = tokens[-(self.n - 1):-1] if self.n > 2 else []
+    def update(self, feedback) -> None:
+        # the pool: each (n-1)-gram of [context, last token, drafts] maps to the target's prediction after
+        # it; the Jacobi step: predictions past the accepted prefix (and the target's own next token) are
+        # the next guesses for the positions after the new sequence end
+        tokens, preds = feedback.tokens, feedback.predictions
+        inputs = [tokens[feedback.before - 1], *feedback.drafted]  # the pass's inputs
+        ctx = tokens[max(0, feedback.before - self.n + 1):feedback.before - 1] if self.n > 2 else []
         context = [*ctx, *inputs]  # the n-1 tokens ending at each input
-        for j, pred in enumerate(predictions):
+        for j, pred in enumerate(preds[:len(inputs)]):
             end = len(ctx) + j + 1
             if end >= self.n - 1:
                 self.pool[tuple(context[end - (self.n - 1):end])] = pred
-        self._predictions = predictions
-
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        # the Jacobi step: predictions past the accepted prefix (and the target's own next token) are
-        # the next guesses for the positions after the new sequence end
-        preds = getattr(self, "_predictions", [])
-        self.guess = list(preds[n_accepted + 1:])
-        self._predictions = []
+        self.guess = list(preds[feedback.accepted + 1:])

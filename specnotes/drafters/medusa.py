@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from specnotes import distill
+from specnotes.drafters.base import Draft, Drafter
 
 FILE = "medusa-{n}.safetensors"
 
@@ -169,14 +170,14 @@ def load_medusa_heads(target, n_heads: int = 3, quick_seconds: float = 30.0, pro
     return heads.eval()
 
 
-class Medusa:
+class Medusa(Drafter):
     """The tree drafter: the heads' top candidates at each depth arranged as a static tree.
 
     widths[h] is how many of head h's candidates the tree tries (under the best branch so far; see
     tree.default_choices), so the tree has sum(widths) nodes and depth len(widths) <= n_heads.
     heads: "trained" (committed or cached; a quick set otherwise), or a MedusaHeads module."""
 
-    tree = True  # verified with specnotes.tree.generate, not the chain engine
+    needs = frozenset({"states"})  # the heads read the target's last hidden state
 
     def __init__(self, target, heads="trained", widths=(3, 2, 2), n_heads: int = 3):
         from specnotes import checks, tree
@@ -195,19 +196,23 @@ class Medusa:
             raise ValueError(f"widths {tuple(widths)} need one width per head, at most {self.heads.n_heads}")
         self.widths = tuple(widths)
         self.choices = tree.default_choices(self.widths)
+        self.state = None  # the target's last hidden state: the one that chose the newest token
 
     def reset(self, prompt: list[int]) -> None:
-        pass
+        self.state = None
 
-    def propose(self, tokens: list[int], states):
+    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
         import torch
 
         from specnotes import tree
 
+        if self.state is None:  # the first round: the prompt pass has not produced any states yet
+            return Draft([])
         with torch.inference_mode():
-            logits = self.heads(states[-1])  # (H, V) from the state that produced the last token
+            logits = self.heads(self.state)  # (H, V)
             candidates = [torch.topk(logits[h], w).indices.tolist() for h, w in enumerate(self.widths)]
-        return tree.static_tree(candidates, self.choices)
+        t = tree.static_tree(candidates, self.choices).cut(k)  # k caps the depth
+        return Draft(t.tokens, None, t.parents)
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        pass
+    def update(self, feedback) -> None:
+        self.state = feedback.states[-1]

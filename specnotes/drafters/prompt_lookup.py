@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specnotes.drafters import Draft
+from specnotes.drafters.base import Draft, Drafter
 
 
-class PromptLookup:
+class PromptLookup(Drafter):
     """n-gram lookup in the prompt and the text generated so far, with an adaptive draft length.
 
     The longest matching tail (up to max_ngram tokens) wins, and among its matches the most recent one
@@ -45,11 +45,9 @@ class PromptLookup:
         self.min_tokens, self.max_tokens, self.grow = min_tokens, max_tokens, grow
         self.weak_ngram = weak_ngram
         self.length = num_tokens
-        self._proposed = 0
 
     def reset(self, prompt: list[int]) -> None:
         self.length = self.num_tokens
-        self._proposed = 0
 
     def lookup(self, tokens: list[int], limit: int) -> list[int]:
         """Up to `limit` tokens that followed the most recent earlier match of the longest tail n-gram."""
@@ -74,7 +72,7 @@ class PromptLookup:
         return 0, []
 
     def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        # k is ignored: a lookup costs nothing per drafted token, so the length policy is our own
+        # k is not ours to follow: a lookup costs nothing per drafted token, so the length policy is our own
         # (the engine still cuts any draft to the tokens left before max_new_tokens)
         if not self.adaptive:
             draft = self.lookup(tokens, self.num_tokens)
@@ -82,13 +80,12 @@ class PromptLookup:
             size, draft = self.match(tokens, self.length)
             if size <= self.weak_ngram:
                 draft = draft[:self.min_tokens]
-        self._proposed = len(draft)
-        return Draft(draft, None)
+        return Draft(draft)
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        if not self.adaptive or self._proposed == 0:
+    def update(self, feedback) -> None:
+        if not self.adaptive or not feedback.drafted:
             return
-        if n_accepted == self._proposed:
+        if feedback.accepted == len(feedback.drafted):
             self.length = min(self.max_tokens, self.length + self.grow)
         else:
-            self.length = max(self.min_tokens, n_accepted + 1)
+            self.length = max(self.min_tokens, feedback.accepted + 1)

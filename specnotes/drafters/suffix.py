@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from specnotes.drafters import Draft
+from specnotes.drafters.base import Draft, Drafter
 
 
 class SuffixTrie:
@@ -55,7 +55,7 @@ class SuffixTrie:
         return best
 
 
-class Suffix:
+class Suffix(Drafter):
     """Drafts from suffix tries: one for this request, one over earlier requests' outputs.
 
     The draft follows the most frequent child while its share of its parent's count is at least min_prob,
@@ -107,8 +107,8 @@ class Suffix:
             draft, score = self._walk(m, node)
             if draft and (m, score) > best_key:
                 best, best_key = draft, (m, score)
-        return Draft(best, None)
+        return Draft(best)
 
-    def update(self, tokens: list[int], n_accepted: int) -> None:
-        self.local.extend(tokens)
-        self._last = list(tokens)
+    def update(self, feedback) -> None:
+        self.local.extend(feedback.tokens)
+        self._last = list(feedback.tokens)

@@ -1,0 +1,74 @@
+"""The drafter protocol: what a drafter proposes (Draft), what the target's pass taught (Feedback), and
+the three methods the engine calls (Drafter). Every drafter in this package subclasses Drafter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+# what a drafter may ask the engine to put in its Feedback (each costs a little, so only on request)
+NEEDS = ("predictions", "states")
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One round's proposal. A chain (parents None): tokens[i] follows tokens[i-1]. A tree: parents[i] is
+    the index of node i's parent (-1: the last committed token), parents listed first (specnotes.tree.Tree).
+
+    q is (len(tokens), V): the distribution each chain token was sampled from, so the rejection rule can
+    divide by it; None for point-mass drafts (lookups, greedy guesses, every tree here)."""
+
+    tokens: list[int]
+    q: object | None = None
+    parents: list[int] | None = None
+
+    @property
+    def is_tree(self) -> bool:
+        return self.parents is not None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What one round taught, handed to Drafter.update after the target's pass.
+
+    tokens: the whole sequence now; before: its length when the round began (tokens[:before] is what the
+    drafter proposed from). drafted: the proposal as judged (a tree's accepted branch, then its first-ranked
+    line below), accepted: how many of it the target kept (a prefix).
+    predictions: the target's argmax after each input of the pass (the last committed token, then each
+    drafted token or tree node), only when the drafter's `needs` has "predictions".
+    states: (m, d) the target's last hidden states at the m positions committed this round (the first
+    round: the whole prompt too), the last of them the one whose logits chose the newest token; only when
+    `needs` has "states"."""
+
+    tokens: list[int]
+    before: int
+    drafted: list[int]
+    accepted: int
+    predictions: list[int] | None = None
+    states: object | None = None
+
+
+class Drafter:
+    """Where the guesses come from. The engine calls reset once per generation, then each round
+    propose and, after the target's pass, update. The defaults do nothing, so a drafter overrides only
+    what it uses; it owns its state (a KV cache, a suffix index, an n-gram pool, ...).
+
+    k, the engine's draft length, caps the drafters that pay per drafted token (DraftModel, EarlyExit,
+    EagleLite, and Medusa's tree depth). PromptLookup, Suffix and Lookahead set their own length, since
+    their guesses cost nothing to make; the engine still cuts every draft to the tokens left."""
+
+    needs: ClassVar[frozenset[str]] = frozenset()  # a subset of NEEDS
+    model = None  # the draft LM, when the drafter runs one: the engine checks it shares the target's
+    #               vocabulary
+
+    def reset(self, prompt: list[int]) -> None:
+        """Start a new generation from these prompt tokens."""
+
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        """Propose a continuation of `tokens` (the whole sequence so far). `sampler` (specnotes.sampling)
+        says how the engine samples, so a model drafter can draw the same way and report q."""
+        return Draft([])
+
+    def update(self, feedback: Feedback) -> None:
+        """The round is over: roll back whatever rejected guesses left behind, learn from the pass."""
