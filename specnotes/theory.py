@@ -1,6 +1,10 @@
 """The speedup math: expected tokens per target pass, speedup with draft cost c, the best k, acceptance rates.
 
-Notebook 05 derives and explores it; 06-08 compare measurements against it. Arguments broadcast (numpy).
+One cost model, written once: a round that drafts k tokens yields E(alpha, k) tokens and costs k*c for
+the drafting plus one verify pass, every cost in plain decode steps. `speedup` is that formula;
+`predicted_speedup` is the same model with its parts measured (acceptance by draft position for each
+draft length, each round's length, the verify cost at each width). Notebook 05 derives and explores
+it; 06-08 (and serving, adaptive and live) compare measurements against it. Arguments broadcast (numpy).
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ def expected_tokens(alpha, k):
     return np.where(a < 1, closed, kk + 1.0)[()]
 
 
-def speedup(alpha, k, c):
-    """Expected speedup over plain decoding: tokens per pass over the round's cost, k*c + 1 target steps."""
-    return (expected_tokens(alpha, k) / (checks.whole(k, "k") * checks.positive(c, "c", zero=True) + 1))[()]
+def speedup(alpha, k, c, verify=1.0):
+    """Expected speedup over plain decoding: E(alpha, k) tokens per round over the round's cost,
+    k*c + verify plain decode steps.
+
+    verify is the verify pass over k + 1 positions relative to one plain step: 1 (the default, the
+    seed article's formula) on a GPU far below the ridge point; more on a CPU or at a large batch."""
+    kk = checks.whole(k, "k")
+    cost = kk * checks.positive(c, "c", zero=True) + checks.positive(verify, "verify (in plain steps)")
+    return (expected_tokens(alpha, kk) / cost)[()]
 
 
 def best_k(alpha, c, k_max: int = 20):
@@ -92,37 +102,89 @@ def tokens_by_draft_length(position_alpha) -> np.ndarray:
     return np.concatenate([[1.0], 1 + np.cumsum(np.cumprod(a))])
 
 
+def position_alphas(drafted, judged, accepted, by_length: bool = False):
+    """Acceptance at each draft position given the scan reached it, counted from rounds: round r drafted
+    drafted[r] tokens, the target judged judged[r] of them (the scan stops at the first rejection) and
+    kept accepted[r]. A position no round reached gets 0.
+
+    Returns one (max drafted,) array, or with by_length=True {d: (d,) array} counted separately over the
+    rounds that drafted d: the form predicted_speedup takes. A drafter that picks its length by its
+    confidence (prompt lookup drafts 2 tokens on a weak match, 10-32 inside a copied passage) accepts
+    its long drafts far more often than its short ones, and one pooled array would blur the two."""
+    d = np.atleast_1d(checks.whole(drafted, "drafted", low=0))
+    j = np.atleast_1d(checks.whole(judged, "judged", low=0))
+    a = np.atleast_1d(checks.whole(accepted, "accepted", low=0))
+    if not (d.ndim == 1 and d.shape == j.shape == a.shape):
+        raise ValueError(f"drafted, judged and accepted need one count per round each, got shapes "
+                         f"{d.shape}, {j.shape} and {a.shape}")
+    if np.any(j > d) or np.any(a > j):
+        raise ValueError("a round must have accepted <= judged <= drafted")
+
+    def rates(rows, width):
+        reached = (np.arange(width) < j[rows, None]).sum(axis=0)
+        kept = (np.arange(width) < a[rows, None]).sum(axis=0)
+        return np.where(reached > 0, kept / np.maximum(reached, 1), 0.0)
+
+    if not by_length:
+        return rates(np.arange(d.size), int(d.max()))
+    return {int(n): rates(d == n, int(n)) for n in np.unique(d)}
+
+
 def predicted_speedup(position_alpha, draft_lengths, verify_cost, draft_cost=0.0, prefill: float = 0.0,
-                      n_tokens: int | None = None) -> float:
+                      n_tokens: int | None = None, prompts: int = 0, plain: float | None = None) -> float:
     """Speedup over plain decoding predicted from measured parts, everything in plain decode steps.
 
-    - position_alpha (K,): acceptance at draft position i, given the scan reached it;
+    - position_alpha: acceptance at draft position i, given the scan reached it: one (K,) array for
+      every round, or {d: (d,) array} measured over the rounds that drafted d (position_alphas);
     - draft_lengths (R,): each round's draft length (0 = a plain step);
     - verify_cost (W,): cost of one target pass over w positions, indexed by w (verify_cost[1] = 1);
       speedup() above assumes it is 1 for every w, which holds on a GPU far below the ridge point;
-    - draft_cost: drafting per round (scalar or (R,));
-    - prefill, n_tokens: the prompt pass and the number of tokens, to predict end to end.
+    - draft_cost: what a round costs besides its verify pass (its drafting, the loop's own overhead),
+      scalar or (R,);
+    - prefill, n_tokens: the prompt pass and the number of tokens, to predict end to end;
+    - prompts: how many generations verify their first round's draft inside the prompt pass (the
+      engine does): that round pays only its draft_cost;
+    - plain: the time plain decoding takes for the n_tokens, if measured (a plain loop has overheads of
+      its own); default prefill + n_tokens, one step per token.
 
     A round with d drafts yields E(d) = 1 + sum_{i<=d} prod_{j<=i} alpha_j tokens (the positional
-    formula) and costs verify_cost[d+1] + its draft cost. Speculation needs N * mean(cost) / mean(E)
-    steps where plain needs N."""
-    a = np.asarray(checks.probability(position_alpha, "position_alpha")).reshape(-1)
+    formula, with the alphas of rounds that drafted d) and costs verify_cost[d+1] + its draft cost.
+    Speculation needs N * mean(cost) / mean(E) steps where plain needs N. One draft length d with
+    alpha_j = alpha, verify_cost[k+1] = v and draft_cost = k*c gives speedup(alpha, k, c, v)."""
     d = np.asarray(checks.whole(draft_lengths, "draft_lengths", low=0)).reshape(-1)
     v = np.asarray(checks.positive(verify_cost, "verify_cost", zero=True), dtype=np.float64).reshape(-1)
-    if d.max() > a.size:
-        raise ValueError(f"draft_lengths: a round drafted {d.max()} tokens but position_alpha has only "
-                         f"{a.size} positions")
+    if isinstance(position_alpha, dict):
+        tokens_at = np.zeros(d.max() + 1)
+        for n in np.unique(d):
+            if int(n) not in position_alpha:
+                raise ValueError(f"position_alpha has no rates for draft length {n}, which a round drafted")
+            if n == 0:
+                tokens_at[0] = 1.0  # a plain step: the target's own token
+                continue
+            a_n = np.asarray(checks.probability(position_alpha[int(n)], f"position_alpha[{n}]")).reshape(-1)
+            if a_n.size < n:
+                raise ValueError(f"position_alpha[{n}] has {a_n.size} positions for rounds that drafted {n}")
+            tokens_at[n] = tokens_by_draft_length(a_n)[n]
+    else:
+        a = np.asarray(checks.probability(position_alpha, "position_alpha")).reshape(-1)
+        if d.max() > a.size:
+            raise ValueError(f"draft_lengths: a round drafted {d.max()} tokens but position_alpha has only "
+                             f"{a.size} positions")
+        tokens_at = tokens_by_draft_length(a)
     if v.size < d.max() + 2:
         raise ValueError(f"verify_cost must cover widths up to {d.max() + 1} (index = width)")
     if not np.all(v[1:d.max() + 2] > 0):
         raise ValueError(f"verify_cost: a target pass over 1..{d.max() + 1} positions must cost > 0, got "
                          f"{v[1:d.max() + 2]!r} (index 0, a pass over nothing, is never read)")
     prefill = checks.positive(prefill, "prefill", zero=True)
+    prompts = checks.whole(prompts, "prompts", low=0, scalar=True)
     if n_tokens is not None:
         n_tokens = checks.whole(n_tokens, "n_tokens", scalar=True)
-    tokens_at = tokens_by_draft_length(a)
+    elif prefill or prompts or plain is not None:
+        raise ValueError("n_tokens: predicting end to end (prefill, prompts, plain) needs the token count")
     cost = v[d + 1] + checks.positive(draft_cost, "draft_cost", zero=True)
     steps_per_token = cost.mean() / tokens_at[d].mean()
-    if n_tokens is None or prefill == 0:
+    if n_tokens is None:
         return float(1 / steps_per_token)
-    return float((prefill + n_tokens) / (prefill + n_tokens * steps_per_token))
+    plain = prefill + n_tokens if plain is None else checks.positive(plain, "plain", scalar=True)
+    return float(plain / (prefill + n_tokens * steps_per_token - prompts * v[d + 1].mean()))

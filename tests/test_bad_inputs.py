@@ -94,6 +94,9 @@ TRAINABLE = [torch.nn.Parameter(torch.zeros(2))]
 bad("theory.expected_tokens", "alpha", PROBABILITY, lambda v: theory.expected_tokens(v, 3))
 bad("theory.expected_tokens", "k", COUNTS, lambda v: theory.expected_tokens(0.8, v))
 bad("theory.speedup", "c", POSITIVE_OR_ZERO, lambda v: theory.speedup(0.8, 3, v))
+bad("theory.speedup", "verify", POSITIVE, lambda v: theory.speedup(0.8, 3, 0.05, v))
+bad("theory.position_alphas", "judged", {**COUNT, "more than drafted": 3}, lambda v: theory.position_alphas([2], [v], [0]))
+bad("theory.position_alphas", "drafted", {"empty": [], "ragged": [[1, 2], [3]]}, lambda v: theory.position_alphas(v, [0], [0]))
 bad("theory.best_k", "k_max", {**WHOLE, "huge": 10**12}, lambda v: theory.best_k(0.8, 0.05, v))
 bad("theory.speedup_table", "alphas", PROBABILITY, lambda v: theory.speedup_table([0.5, v], [1, 2], 0.05))
 bad("theory.speedup_table", "ks", COUNTS, lambda v: theory.speedup_table([0.5], [1, v], 0.05))
@@ -108,6 +111,11 @@ bad("theory.predicted_speedup", "verify_cost", POSITIVE_OR_ZERO,
     lambda v: theory.predicted_speedup([0.5, 0.5], [2, 2], [0, 1, v, 1]))
 one("theory.predicted_speedup", "verify_cost", "a free pass at width 1",
     lambda: theory.predicted_speedup([0.5, 0.5], [2, 2], [0, 0, 1, 1]))
+one("theory.predicted_speedup", "position_alpha", "a draft length missing", lambda: theory.predicted_speedup({2: [0.5, 0.5]}, [2, 4], [0, 1, 1, 1, 1, 1]))
+one("theory.predicted_speedup", "position_alpha", "too short for its length", lambda: theory.predicted_speedup({4: [0.5]}, [4], [0, 1, 1, 1, 1, 1]))
+one("theory.predicted_speedup", "position_alpha", "one above one", lambda: theory.predicted_speedup({2: [0.5, 1.5]}, [2], [0, 1, 1, 1]))
+bad("theory.predicted_speedup", "plain", {k: v for k, v in POSITIVE.items() if k != "None"}, lambda v: theory.predicted_speedup([0.5, 0.5], [2, 2], [0, 1, 1, 1], prefill=5.0, n_tokens=20, plain=v))
+bad("adaptive.Controller", "verify_cost", {"a free pass": [0, 1, 0.0, 1]}, lambda v: adaptive.Controller(0.05, verify_cost=v))
 bad("theory.predicted_speedup", "draft_cost", POSITIVE_OR_ZERO,
     lambda v: theory.predicted_speedup([0.5, 0.5], [2, 2], [0, 1, 1, 1], v))
 bad("theory.predicted_speedup", "prefill", POSITIVE_OR_ZERO,

@@ -49,6 +49,45 @@ def test_expected_tokens_is_the_geometric_sum(alpha, k):
     assert theory.expected_tokens(alpha, k) == pytest.approx(sum(alpha**i for i in range(k + 1)), rel=1e-9)
 
 
+def test_a_verify_pass_of_one_step_is_the_seed_formula_and_a_costlier_one_divides_it():
+    assert theory.speedup(0.8, 4, 0.05, verify=1.0) == theory.speedup(0.8, 4, 0.05)
+    e = theory.expected_tokens(0.8, 4)
+    assert theory.speedup(0.8, 4, 0.05, verify=1.6) == pytest.approx(e / (4 * 0.05 + 1.6))
+    out = theory.speedup(0.8, np.array([1, 2, 3]), 0.0, verify=np.array([1.0, 1.2, 1.4]))
+    np.testing.assert_allclose(out, theory.expected_tokens(0.8, np.array([1, 2, 3])) / [1.0, 1.2, 1.4])
+
+
+def test_position_alphas_count_each_draft_length_apart():
+    # rounds: (drafted, judged, accepted); the scan judges one past the last accepted draft
+    drafted, judged, accepted = [2, 2, 10, 10, 0], [2, 1, 10, 10, 0], [1, 0, 10, 9, 0]
+    pooled = theory.position_alphas(drafted, judged, accepted)
+    np.testing.assert_allclose(pooled[:3], [3 / 4, 2 / 3, 1.0])  # position 1: 4 rounds reached it, 3 kept
+    assert pooled.shape == (10,) and pooled[9] == 0.5
+    by = theory.position_alphas(drafted, judged, accepted, by_length=True)
+    assert sorted(by) == [0, 2, 10] and by[0].size == 0
+    np.testing.assert_allclose(by[2], [0.5, 0.0])
+    np.testing.assert_allclose(by[10], [1.0] * 9 + [0.5])
+    with pytest.raises(ValueError, match="accepted <= judged <= drafted"):
+        theory.position_alphas([2], [3], [1])
+
+
+def test_predicted_speedup_prices_each_draft_length_at_its_own_alpha():
+    # long drafts always accepted, short ones never: pooled alpha would blur the two
+    by = {0: [], 2: [0.0, 0.0], 4: [1.0] * 4}
+    lengths, verify = [2, 4], [0, 1, 1, 1, 1, 1]
+    got = theory.predicted_speedup(by, lengths, verify)
+    assert got == pytest.approx((1 + 5) / 2 / 1)
+    assert theory.predicted_speedup({4: [0.7] * 4}, [4] * 3, verify, draft_cost=0.2) == \
+        pytest.approx(theory.speedup(0.7, 4, 0.05))
+    # end to end, the first round inside the prompt pass, against a measured plain time
+    assert theory.predicted_speedup(by, lengths, verify, prefill=10, n_tokens=30, prompts=1, plain=50) == \
+        pytest.approx(50 / (10 + 30 * 1 / 3 - 1))
+    with pytest.raises(ValueError, match="draft length 4"):
+        theory.predicted_speedup({2: [0.5, 0.5]}, [2, 4], verify)
+    with pytest.raises(ValueError, match="n_tokens"):
+        theory.predicted_speedup(by, lengths, verify, prefill=10)
+
+
 def test_arguments_broadcast():
     out = theory.speedup(np.array([[0.5], [0.9]]), np.array([1, 2, 3]), 0.1)
     assert out.shape == (2, 3)
@@ -62,6 +101,7 @@ def test_arguments_broadcast():
     (lambda: theory.speedup(0.5, 0, 0.1), "k"),
     (lambda: theory.speedup(0.5, 2.5, 0.1), "k"),
     (lambda: theory.speedup(0.5, 3, -0.1), "c"),
+    (lambda: theory.speedup(0.5, 3, 0.1, verify=0), "verify"),
     (lambda: theory.expected_tokens(float("nan"), 3), "alpha"),
     (lambda: theory.expected_tokens_positional([]), "position"),
 ])

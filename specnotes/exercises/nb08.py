@@ -11,7 +11,7 @@ def _serving_cases(fn):
     from specnotes import theory
 
     def want(step, verify, alpha, k, c):
-        return float(theory.expected_tokens(alpha, k)) * step / (k * c * step + verify)
+        return float(theory.speedup(alpha, k, c, verify / step))
 
     fixed = [
         (0.010, 0.010, 0.8, 4, 0.0, "batch 1, weight-bound: the verify pass is free, drafts too"),
