@@ -10,18 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specnotes import rules
+from specnotes import rules, stats
 from specnotes.toy import (
     Table,
-    compare,
     exact_distribution,
     exact_round,
     rejection_round,
     sample_speculative,
     target_residual_round,
 )
-
-FLAG_P = 1e-6  # chi-square p-value below which a sampler is called biased (false alarms: 1 in a million)
 
 
 @dataclass(frozen=True)
@@ -140,15 +137,16 @@ class Verdict:
 
 
 def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "distribution") -> Verdict:
-    """Run a rule through both checks: chi-square against the exact answer, and the round invariant
-    (every round emits accepted + 1 tokens). Flagged when either fails."""
+    """Run a rule through both checks: chi-square against the exact answer (stats.chi2_test, flagged
+    below stats.FLAG_P), and the round invariant (every round emits accepted + 1 tokens). Flagged when
+    either fails."""
     from specnotes import checks
 
     if check not in ("distribution", "invariant"):
         raise ValueError(f"check must be 'distribution' or 'invariant' (what catches the bug), got {check!r}")
     rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
     samples, st = sample_speculative(P, Q, n, length, k, rng, rule=rule)
-    tv, p_value = compare(samples, exact_distribution(P, length))
+    test = stats.chi2_test(samples, exact_distribution(P, length))
     invariant_ok = st.emitted == st.accepted + st.rounds
     name = rule if isinstance(rule, str) else getattr(rule, "__name__", "custom")
-    return Verdict(name, check, tv, p_value, invariant_ok, bool(p_value < FLAG_P or not invariant_ok))
+    return Verdict(name, check, test.tv, test.p_value, invariant_ok, test.flagged or not invariant_ok)

@@ -1,6 +1,7 @@
-"""A numpy toy language (bigram target P, blurred draft Q): vectorized samplers, exact answers, statistics.
+"""A numpy toy language (bigram target P, blurred draft Q): vectorized samplers and exact answers.
 
 Notebooks 03 (the proof), 04 (the bug zoo) and 05 (tokens per pass) run on it; n sequences go in one batch.
+The checks that compare its samples with its exact answers live in `stats`.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 
-from specnotes import checks, rules
+from specnotes import checks, rules, stats
 
 BOS = 0  # every sequence starts from context token 0
-MIN_EXPECTED = 5.0  # chi-square cells expecting fewer hits than this are pooled into one
 CHUNK = 1 << 16  # sequences per lockstep block
 
 
@@ -270,7 +269,7 @@ def _lockstep(one_round, P, Q, k, rng, out, calls, totals, judged, accepted_at):
         active = active[pos[active] < length]
 
 
-# --------------------------------------------------------------------------- exact answers and statistics
+# --------------------------------------------------------------------------- exact answers
 
 
 def exact_distribution(P, length: int) -> np.ndarray:
@@ -320,10 +319,10 @@ def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> 
 
         def emit(prob, block):  # one round ended having emitted `block`
             if len(block) >= remaining:
-                dist[sequence_index(np.array([block[:remaining]]), V)[0]] += prob
+                dist[stats.sequence_index(np.array([block[:remaining]]), V)[0]] += prob
             else:
                 rest = remaining - len(block)
-                start = sequence_index(np.array([block]), V)[0] * V**rest
+                start = stats.sequence_index(np.array([block]), V)[0] * V**rest
                 dist[start:start + V**rest] += prob * tokens_after(block[-1], rest)
 
         def walk(drafted, prob):  # every draft so far was accepted, with probability prob
@@ -350,88 +349,6 @@ def speculative_distribution(P, Q, length: int, k: int, rule: str = "exact") -> 
         return dist
 
     return tokens_after(BOS, length)
-
-
-def sequence_index(samples, vocab: int) -> np.ndarray:
-    """(n,) lexicographic index of each row of an (n, length) sample array."""
-    samples = np.asarray(samples)
-    return samples @ (vocab ** np.arange(samples.shape[1] - 1, -1, -1))
-
-
-def compare(samples, exact):
-    """(tv, p_value): total variation to the exact distribution, and a chi-square test
-    (scipy.stats) whose cells expecting fewer than 5 hits are pooled into one.
-
-    Both inputs are checked first, because a check that cannot fail is worse than none: no samples, or
-    a reference with NaN in it, would otherwise read as p = 1 ("exact"). A sample the reference calls
-    impossible (probability 0) gives p = 0 outright."""
-    exact = checks.distribution(exact, "exact")
-    if exact.ndim != 1:
-        raise ValueError(f"exact must be one distribution over sequences (1-D), got shape {exact.shape}")
-    samples = np.asarray(samples)
-    if samples.ndim != 2 or samples.shape[0] == 0 or samples.shape[1] == 0:
-        raise ValueError(f"samples must be an (n, length) array with n >= 1 sequences, got shape "
-                         f"{samples.shape}")
-    if samples.dtype.kind not in "iu":
-        raise TypeError(f"samples must hold integer token ids, got dtype {samples.dtype}")
-    n, length = samples.shape
-    vocab = int(round(exact.size ** (1.0 / length)))
-    if vocab**length != exact.size:
-        raise ValueError(f"exact has {exact.size} outcomes, not V**{length} for any V")
-    if samples.min() < 0 or samples.max() >= vocab:
-        raise ValueError(f"samples hold token ids outside 0..{vocab - 1}, the vocabulary of exact")
-    counts = np.bincount(sequence_index(samples, vocab), minlength=exact.size)
-    tv = 0.5 * np.abs(counts / n - exact).sum()
-    if counts[exact == 0].any():
-        return float(tv), 0.0
-    expected = n * exact
-    big = expected >= MIN_EXPECTED
-    obs = np.append(counts[big], counts[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    if exp[-1] == 0:
-        obs, exp = obs[:-1], exp[:-1]
-    if obs.size < 2:
-        if np.count_nonzero(exact) > 1:  # a test that could reject nothing must not read as "exact"
-            need = int(np.ceil(MIN_EXPECTED / exact.max()))
-            raise ValueError(f"samples: {n} are too few for the chi-square test (no outcome expects "
-                             f"{MIN_EXPECTED:g} hits, so nothing could be rejected); draw at least {need}")
-        return float(tv), 1.0  # the reference allows one outcome and every sample is it
-    stat = ((obs - exp) ** 2 / exp).sum()
-    return float(tv), float(sps.chi2.sf(stat, obs.size - 1))
-
-
-def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
-    """(vocab,) how often each token appears, averaged over positions, under a sequence distribution."""
-    vocab, length = checks.whole(vocab, "vocab", scalar=True), checks.whole(length, "length", scalar=True)
-    dist = checks.distribution(dist, "dist")
-    if dist.shape != (vocab**length,):
-        raise ValueError(f"dist must hold vocab**length = {vocab}**{length} probabilities, got shape "
-                         f"{dist.shape}")
-    seqs = np.indices((vocab,) * length).reshape(length, -1).T  # lexicographic, like exact_distribution
-    counts = np.stack([(seqs == v).sum(axis=1) for v in range(vocab)], axis=1) / length
-    return np.asarray(dist, dtype=np.float64) @ counts
-
-
-def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):
-    """{sampler: (len(ns), 2) array of (tv, p_value)} for each sample size, sampled afresh per N."""
-    ns = [int(n) for n in np.atleast_1d(checks.whole(list(np.atleast_1d(ns)), "ns"))]
-    if isinstance(samplers, str) or not samplers:
-        raise TypeError(f"samplers must be a list of rule names such as ('target', 'exact'), got "
-                        f"{samplers!r}")
-    seed = checks.whole(seed, "seed", low=0, scalar=True)
-    exact = exact_distribution(P, length)
-    out = {}
-    for name in samplers:
-        rows = []
-        for n in ns:
-            rng = np.random.default_rng([seed, int(n)])
-            if name == "target":
-                samples = sample_target(P, int(n), length, rng)
-            else:
-                samples = sample_speculative(P, Q, int(n), length, k, rng, rule=name)[0]
-            rows.append(compare(samples, exact))
-        out[name] = np.array(rows)
-    return out
 
 
 def depth_round(P, Qs):
@@ -478,11 +395,3 @@ def predicted_alpha(P, Q) -> float:
     """Acceptance predicted without sampling: sum(min(P, Q)) per context, weighted by how often
     the target visits each context in the long run."""
     return float(stationary(P) @ np.minimum(P, bigram(Q, "Q", np.shape(P)[0])).sum(axis=1))
-
-
-def expected_tv_noise(exact, n) -> np.ndarray:
-    """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
-    approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""
-    exact = checks.distribution(exact, "exact")
-    n = np.asarray(checks.positive(n, "n"))[..., None]
-    return (0.5 * np.sqrt(2 * exact * (1 - exact) / (np.pi * n)).sum(axis=-1))[()]

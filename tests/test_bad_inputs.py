@@ -31,6 +31,7 @@ from specnotes import (
     roofline,
     rules,
     serving,
+    stats,
     theory,
     timing,
     toy,
@@ -176,13 +177,13 @@ bad("toy.speculative_distribution", "k", WHOLE, lambda v: toy.speculative_distri
 bad("toy.speculative_distribution", "length", {**WHOLE, "huge": 40},
     lambda v: toy.speculative_distribution(P, Q, v, 2))
 EXACT = toy.exact_distribution(P, 2)
-bad("toy.compare", "samples", {"no samples": np.zeros((0, 2), dtype=int), "one flat row": np.array([1, 2]),
+bad("stats.chi2_test", "samples", {"no samples": np.zeros((0, 2), dtype=int), "one flat row": np.array([1, 2]),
                                "floats": np.ones((5, 2)), "a token past the vocabulary": np.full((5, 2), 9)},
-    lambda v: toy.compare(v, EXACT))
-bad("toy.compare", "exact", {"NaN": np.full(16, NAN), "all zero": np.zeros(16), "unnormalized": np.ones(16),
+    lambda v: stats.chi2_test(v, EXACT))
+bad("stats.chi2_test", "exact", {"NaN": np.full(16, NAN), "all zero": np.zeros(16), "unnormalized": np.ones(16),
                              "two rows": np.full((2, 8), 1 / 8), "not V**length outcomes": np.full(15, 1 / 15)},
-    lambda v: toy.compare(np.ones((5, 2), dtype=int), v))
-bad("toy.expected_tv_noise", "n", POSITIVE, lambda v: toy.expected_tv_noise(EXACT, v))
+    lambda v: stats.chi2_test(np.ones((5, 2), dtype=int), v))
+bad("stats.expected_tv_noise", "n", POSITIVE, lambda v: stats.expected_tv_noise(EXACT, v))
 bad("bugzoo.audit", "n", WHOLE, lambda v: bugzoo.audit(toy.exact_round, P, Q, v, 3, 2, 0))
 bad("mtp.toy_language", "vocab", WHOLE, lambda v: mtp.toy_language(vocab=v))
 bad("mtp.sample_language", "n", WHOLE, lambda v: mtp.sample_language(mtp.toy_language(), v, 8))
@@ -307,7 +308,7 @@ bad("distill.windows", "seqs", {"empty": [], "all prompt": [np.arange(5)]},
     lambda v: distill.windows(v, [5] * len(v), length=8))
 bad("distill.self_windows", "limit", {"negative": -1, "zero": 0, "fractional": 2.5},
     lambda v: distill.self_windows(limit=v))
-one("toy.compare", "samples", "too few to reject anything", lambda: toy.compare(np.ones((4, 2), dtype=int), EXACT))
+one("stats.chi2_test", "samples", "too few to reject anything", lambda: stats.chi2_test(np.ones((4, 2), dtype=int), EXACT))
 bad("toy.sample_target", "rng", {"a seed": 0, "None": None}, lambda v: toy.sample_target(P, 10, 3, v))
 bad("toy.sample_target", "P", {"not square": np.full((2, 3), 1 / 3)}, lambda v: toy.sample_target(v, 5, 3, RNG))
 bad("toy.exact_distribution", "P", {"one row": [0.5, 0.5], "not square": np.full((1, 4), 0.25)},
@@ -345,9 +346,9 @@ bad("viz.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambda v: 
 bad("viz.plot_roofline", "k", {"negative": -3}, lambda v: viz.plot_roofline("H100 SXM", "bf16", k=v))
 bad("viz.plot_roofline", "prefill", {"zero": 0}, lambda v: viz.plot_roofline("H100 SXM", "bf16", prefill=v))
 
-bad("toy.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
-    lambda v: toy.convergence(P, Q, v, 2, 2))
-one("toy.convergence", "samplers", "one name, not a list", lambda: toy.convergence(P, Q, [100], 2, 2, samplers="exact"))
+bad("stats.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
+    lambda v: stats.convergence(P, Q, v, 2, 2))
+one("stats.convergence", "samplers", "one name, not a list", lambda: stats.convergence(P, Q, [100], 2, 2, samplers="exact"))
 one("drafter_table.run", "prompts", "one without a kind",
     lambda: drafter_table.run(TINY, None, {"pl": PromptLookup}, [{"text": "hi"}]))
 one("drafter_table.run", "drafters", "an instance, not a factory",
@@ -362,9 +363,9 @@ bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice
 bad("tree.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: tree.RandomTree(v))
 bad("tree.RandomTree", "widths", {"wider than the vocabulary": (300,)}, lambda v: tree.RandomTree(256, widths=v))
 one("tree.generate", "rule", "typical when greedy", lambda: tree.generate(TINY, tree.RandomTree(256), IDS, 4, rule="typical"))
-bad("toy.token_marginals", "vocab", {"zero": 0}, lambda v: toy.token_marginals(EXACT, v, 2))
-bad("toy.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size": np.full(8, 1 / 8)},
-    lambda v: toy.token_marginals(v, 4, 2))
+bad("stats.token_marginals", "vocab", {"zero": 0}, lambda v: stats.token_marginals(EXACT, v, 2))
+bad("stats.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size": np.full(8, 1 / 8)},
+    lambda v: stats.token_marginals(v, 4, 2))
 bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -1.0},
     lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
 bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
@@ -433,11 +434,11 @@ def test_bisection_agrees_with_a_full_scan_because_the_ratio_only_falls(alpha, k
     assert serving.crossover_batch(alpha, k, c, 8e9, "bf16", "H100 SXM", context, max_batch=2048) == want
 
 
-def test_compare_fails_a_sampler_that_emits_an_impossible_sequence():
+def test_chi2_test_fails_a_sampler_that_emits_an_impossible_sequence():
     exact = np.zeros(16)
     exact[:4] = 0.25  # only sequences that start with token 0
     samples = np.array([[0, 1]] * 99 + [[3, 3]])
-    tv, p_value = toy.compare(samples, exact)
+    tv, p_value = stats.chi2_test(samples, exact)
     assert p_value == 0.0 and tv > 0
 
 

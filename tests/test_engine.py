@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, models, toy
+from specnotes import engine, models, stats
 from specnotes.decode import forward_pass, plain_generate, prompt_ids
 from specnotes.drafters import Draft, DraftModel, PromptLookup
 
@@ -113,8 +113,8 @@ def sampled(drafter_factory, seed0, n=N_SAMPLES):
 @pytest.mark.parametrize("drafter", ["draft model", "prompt lookup"])
 def test_sampled_tokens_follow_the_targets_exact_distribution(drafter):
     factory = (lambda: DraftModel(SMALL_DRAFT)) if drafter == "draft model" else PromptLookup
-    _, p_value = toy.compare(sampled(factory, seed0=0), EXACT)
-    assert p_value > 1e-6  # the flag threshold of the bug zoo: false alarms 1 in a million
+    _, p_value = stats.chi2_test(sampled(factory, seed0=0), EXACT)
+    assert p_value > stats.FLAG_P  # false alarms: 1 in a million
 
 
 def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution():
@@ -123,14 +123,14 @@ def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution():
     rows = [engine.generate(SMALL_TARGET, DraftModel(SMALL_DRAFT), SMALL_PROMPT, LENGTH, k=2, do_sample=True,
                             temperature=0.7, top_k=4, seed=10_000 + i, eos_token_id=-1).tokens
             for i in range(N_SAMPLES)]
-    _, p_value = toy.compare(np.array(rows), exact)
-    assert p_value > 1e-6
+    _, p_value = stats.chi2_test(np.array(rows), exact)
+    assert p_value > stats.FLAG_P
 
 
 def test_the_target_residual_bug_fails_the_same_test(monkeypatch):
     monkeypatch.setattr(engine, "residual", lambda p, q: p)  # resample from p after a rejection
-    tv, p_value = toy.compare(sampled(lambda: DraftModel(SMALL_DRAFT), seed0=0), EXACT)
-    assert p_value < 1e-6
+    tv, p_value = stats.chi2_test(sampled(lambda: DraftModel(SMALL_DRAFT), seed0=0), EXACT)
+    assert p_value < stats.FLAG_P
 
 
 # --------------------------------------------------------------------------- KV rollback

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, models, toy, tree
+from specnotes import engine, models, stats, tree
 from specnotes.decode import forward_pass
 from tests.test_engine import (
     EXACT,
@@ -113,15 +113,15 @@ def sampled(make, rule, n=2000, seed0=0):
 
 
 def test_the_multi_candidate_rule_keeps_the_exact_distribution():
-    _, p_value = toy.compare(sampled(lambda: RandomTree(6, (3, 2, 1), seed=1), "exact"), EXACT)
-    assert p_value > 1e-6  # the bug zoo's flag threshold: false alarms 1 in a million
+    _, p_value = stats.chi2_test(sampled(lambda: RandomTree(6, (3, 2, 1), seed=1), "exact"), EXACT)
+    assert p_value > stats.FLAG_P  # false alarms: 1 in a million
 
 
 def test_typical_acceptance_is_flagged_as_not_lossless():
     # candidates from a skewed guesser, as Medusa heads would be; typical acceptance takes any
     # "plausible enough" candidate, which over-represents the guesser's favourites
-    _, p_value = toy.compare(sampled(lambda: RandomTree(6, (3, 2, 1), seed=1), "typical"), EXACT)
-    assert p_value < 1e-6
+    _, p_value = stats.chi2_test(sampled(lambda: RandomTree(6, (3, 2, 1), seed=1), "typical"), EXACT)
+    assert p_value < stats.FLAG_P
 
 
 def test_walk_sampling_emits_p_for_one_node_with_three_candidates():
