@@ -1,0 +1,373 @@
+"""Figures of speed: what a forward pass costs (notebooks 00 and 01), how the engine spends its passes
+(the cache across rounds in 02, candidate trees in 06), what drafters buy (06), live timings (07) and
+serving at batch (08). Pure (data in, figure out), tested headless.
+
+Every function here follows one convention: it takes ``ax=None`` (``fig=None`` where it draws several
+panels) and returns the matplotlib Figure it drew on. Pass an Axes, say one panel of a ``plt.subplots``
+grid, to draw into it (the return is then ``ax.figure``), or leave it None for a new figure. None of them
+calls ``plt.show()``; the notebook does.
+
+The figures of exactness are in specnotes.viz_exactness; the text the notebooks print (readouts, a trace
+as HTML) in specnotes.readouts; the speedup explorer's view and drawing, with the sliders, in
+specnotes.widgets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# ---------------------------------------- notebook 00 and 01: what one forward pass costs
+
+
+def plot_step_times(prefill_seconds: float, step_seconds, prompt_tokens: int, ax=None):
+    """Bar per forward pass (prefill first, then one per decode step) in ms, with the decode median."""
+    import matplotlib.pyplot as plt
+
+    steps_ms = np.asarray(step_seconds, dtype=float) * 1e3
+    ax = ax or plt.subplots(figsize=(8, 3.2))[1]
+    ax.bar([0], [prefill_seconds * 1e3], color="tab:orange",
+           label=f"prefill: {prompt_tokens} prompt tokens in one pass")
+    ax.bar(np.arange(1, len(steps_ms) + 1), steps_ms, color="tab:blue",
+           label="decode: one pass per new token")
+    if len(steps_ms):
+        med = float(np.median(steps_ms))
+        ax.axhline(med, color="k", lw=1, ls="--", label=f"decode median {med:.0f} ms")
+    ax.set_xlabel("forward pass")
+    ax.set_ylabel("ms")
+    ax.set_title("Every new token costs one full forward pass")
+    ax.legend(loc="upper right", fontsize=8)
+    return ax.figure
+
+
+def plot_roofline(gpu, dtype: str, k: int = 4, prefill: int = 512, ax=None):
+    """Attainable FLOP/s against arithmetic intensity (FLOPs per weight byte), with the decode (T=1),
+    verify (T=k+1) and prefill passes marked."""
+    import matplotlib.pyplot as plt
+
+    from specnotes import checks, roofline
+
+    k, prefill = checks.whole(k, "k", scalar=True), checks.whole(prefill, "prefill", scalar=True)
+    m = roofline.machine(gpu)
+    ax = ax or plt.subplots(figsize=(6, 4))[1]
+    ai = np.logspace(-1, 4, 200)
+    ax.loglog(ai, np.minimum(m.peak_flops, ai * m.bandwidth), "k-", lw=1.5)
+    ridge_ai = m.peak_flops / m.bandwidth
+    ax.axvline(ridge_ai, color="gray", ls=":", lw=1)
+    for label, tokens, color in (("decode, T=1", 1, "tab:red"), (f"verify, T={k + 1}", k + 1, "tab:orange"),
+                                 (f"prefill, T={prefill}", prefill, "tab:green")):
+        x = float(roofline.arithmetic_intensity(tokens, dtype))
+        ax.plot([x], [min(m.peak_flops, x * m.bandwidth)], "o", ms=9, color=color, label=label)
+    ax.set_xlabel("FLOPs per byte of weights read")
+    ax.set_ylabel("attainable FLOP/s")
+    ridge_t = roofline.ridge_tokens(m, dtype)
+    ax.set_title(f"{m.name} ({dtype}): ridge at {ridge_t:,.0f} tokens/pass", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax.figure
+
+
+def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
+    """Measured forward time against tokens per pass, with the roofline lower bound beside it."""
+    import matplotlib.pyplot as plt
+
+    tokens = np.asarray(tokens)
+    measured_ms, predicted_ms = np.asarray(measured_s) * 1e3, np.asarray(predicted_s) * 1e3
+    ax = ax or plt.subplots(figsize=(6, 4))[1]
+    ax.plot(tokens, measured_ms, "o-", label="measured")
+    ax.plot(tokens, predicted_ms, "k--", label="roofline estimate from the measured rates")
+    ax.plot(tokens, measured_ms[0] * tokens, ":", color="tab:red", label="T separate decode steps")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("new tokens per forward pass (T)")
+    ax.set_ylabel("ms per pass")
+    ax.legend(fontsize=8)
+    ax.set_title("Extra positions ride along: one pass of T tokens vs T passes", fontsize=10)
+    return ax.figure
+
+
+# ---------------------------------------- notebook 02: the cache across rounds
+
+
+def plot_cache_lengths(result, prompt_len: int, ax=None):
+    """Target KV-cache length per round: after the verify pass (before rollback) and after rollback."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(8, 3.2))[1]
+    after = [r.cache_len for r in result.trace]
+    before = [(after[i - 1] if i else prompt_len - 1) + len(r.drafted) + 1
+              for i, r in enumerate(result.trace)]
+    rounds = np.arange(1, len(after) + 1)
+    ax.plot(rounds, before, "v", color="tab:red", label="after the verify pass (drafts included)")
+    ax.plot(rounds, after, "o-", ms=3, color="tab:blue", label="after rollback (accepted prefix only)")
+    ax.vlines(rounds, after, before, color="tab:red", alpha=0.4)
+    ax.set_xlabel("round")
+    ax.set_ylabel("cached positions (axis does not start at 0)")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
+    return ax.figure
+
+
+# ---------------------------------------- notebook 06: trees and drafters
+
+
+def plot_tree_and_mask(tree, labels=None, root_label: str = "root", fig=None):
+    """Left: the candidate tree (root at the left, one column per depth). Right: its attention mask
+    over [root, nodes] (dark: may attend). labels: text per node (default: the token ids)."""
+    import matplotlib.pyplot as plt
+
+    labels = [str(t) for t in tree.tokens] if labels is None else list(labels)
+    fig = fig or plt.figure(figsize=(12, 4.2))
+    ax_tree, ax_mask = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+    depth = tree.depth
+    rows = {}
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        nodes = np.flatnonzero(depth == d)
+        for j, node in enumerate(nodes):
+            rows[int(node)] = (d, -(j - (len(nodes) - 1) / 2))
+    pos = {-1: (0, 0.0), **rows}
+    for node, parent in enumerate(tree.parents):
+        (x0, y0), (x1, y1) = pos[parent], pos[node]
+        ax_tree.plot([x0, x1], [y0, y1], color="0.6", lw=1, zorder=1)
+    for node, (x, y) in pos.items():
+        text = root_label if node < 0 else f"{node + 1}: {labels[node]}"
+        ax_tree.text(x, y, text, ha="center", va="center", fontsize=8, zorder=2,
+                     bbox={"boxstyle": "round", "fc": "tab:blue" if node < 0 else "white", "ec": "0.4",
+                           "alpha": 0.25 if node < 0 else 1.0})
+    deepest = int(depth.max(initial=0))
+    ax_tree.set_xlim(-0.5, deepest + 0.6)
+    ax_tree.set_ylim(min(y for _, y in pos.values()) - 0.7, max(y for _, y in pos.values()) + 0.7)
+    ax_tree.set_xticks(range(deepest + 1), ["root"] + [f"depth {d}" for d in range(1, deepest + 1)])
+    ax_tree.set_yticks([])
+    ax_tree.set_title(f"{len(tree)} candidates, one target pass")
+    see = tree.ancestry()
+    ax_mask.imshow(see, cmap="Blues", vmin=0, vmax=1.4)
+    ticks = ["root"] + [str(i + 1) for i in range(len(tree))]
+    ax_mask.set_xticks(range(len(ticks)), ticks, fontsize=7)
+    ax_mask.set_yticks(range(len(ticks)), ticks, fontsize=7)
+    ax_mask.set_xlabel("attends to (plus every cached token)")
+    ax_mask.set_ylabel("query row")
+    ax_mask.set_title("Tree attention mask: each node sees its ancestors only")
+    fig.tight_layout()
+    return fig
+
+
+def plot_tree_sizes(sizes, tokens_per_pass, speedups, labels=None, ax=None):
+    """Tokens per target pass and wall-clock speedup against the number of tree nodes."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    order = np.argsort(sizes)
+    sizes, tpp, sp = (np.asarray(a)[order] for a in (sizes, tokens_per_pass, speedups))
+    ax.plot(sizes, tpp, "o-", label="tokens per target pass")
+    ax.plot(sizes, sp, "s--", label="wall-clock speedup (this machine)")
+    if labels is not None:
+        for x, y, text in zip(sizes, tpp, np.asarray(labels)[order], strict=True):
+            ax.annotate(text, (x, y), fontsize=7, xytext=(3, 4), textcoords="offset points")
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_xlabel("tree size (candidate tokens verified per pass)")
+    ax.set_ylabel("× plain decoding")
+    ax.set_title("Bigger trees accept more per pass; on a CPU each extra node also costs")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: float | None = 1.0):
+    """Grouped bars: one group per drafter, one bar per task kind (rows from specnotes.drafter_table.table);
+    given only the "all" rows, one bar per drafter."""
+    import matplotlib.pyplot as plt
+
+    if rows and not hasattr(rows[0], value):
+        fields = ", ".join(f for f in vars(rows[0]) if not f.startswith("_"))
+        raise ValueError(f"value {value!r} is not a column of the drafter table; choose one of {fields}")
+    ax = ax or plt.subplots(figsize=(9, 3.6))[1]
+    names = list(dict.fromkeys(r.drafter for r in rows))
+    kinds = [k for k in dict.fromkeys(r.kind for r in rows) if k != "all"] or ["all"]
+    width = 0.8 / max(len(kinds), 1)
+    for j, kind in enumerate(kinds):
+        vals = [next((getattr(r, value) for r in rows if r.drafter == n and r.kind == kind), np.nan)
+                for n in names]
+        ax.bar(np.arange(len(names)) + (j - (len(kinds) - 1) / 2) * width, vals, width, label=kind)
+    if baseline is not None:
+        ax.axhline(baseline, color="k", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(names)), names, rotation=20, ha="right")
+    labels = {"tokens_per_call": "tokens per target pass", "speedup": "wall-clock speedup vs plain",
+              "alpha": "α (acceptance rate)"}
+    ax.set_ylabel(labels.get(value, value))
+    ax.legend(title="task", fontsize=8, ncols=len(kinds))
+    return ax.figure
+
+
+def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
+    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.drafter_table.table)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6.5, 3.6))[1]
+    for r in rows:
+        if r.kind != "all" or not r.per_position:
+            continue
+        pp = r.per_position[:max_positions]
+        ax.plot(np.arange(1, len(pp) + 1), pp, "o-", ms=4, label=r.drafter)
+    ax.set_xlabel("draft position i (1 = first drafted token)")
+    ax.set_ylabel("P(accept at i | reached i)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+# ---------------------------------------- notebook 07: live timings
+
+
+def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
+    """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
+    (live.Record, as live.run's report.runs holds them)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(8, 3.6))[1]
+    sel = [r for r in runs if r.sampling == sampling]
+    modes = list(dict.fromkeys(r.mode for r in sel))
+    kinds = list(dict.fromkeys(r.prompt_kind for r in sel))
+    width = 0.8 / max(len(modes), 1)
+    for j, mode in enumerate(modes):
+        rs = [next(r for r in sel if r.mode == mode and r.prompt_kind == k) for k in kinds]
+        x = np.arange(len(kinds)) + (j - (len(modes) - 1) / 2) * width
+        vals = np.array([r.tokens_per_s for r in rs])
+        lo = vals - np.array([r.tokens_per_s_spread[0] for r in rs])
+        hi = np.array([r.tokens_per_s_spread[1] for r in rs]) - vals
+        ax.bar(x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], capsize=2, label=mode)
+    ax.set_xticks(np.arange(len(kinds)), [f"{k} prompt" for k in kinds])
+    ax.set_ylabel("new tokens per second")
+    ax.set_title(f"{sampling}: throughput by mode (bars: median; whiskers: min–max over repeats)")
+    ax.legend(fontsize=7, ncols=2)
+    return ax.figure
+
+
+def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
+    """Each engine mode's predicted speedup against its measured one, with the ±band corridor
+    (live.Record; those with a prediction)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(5, 4.6))[1]
+    pts = [(r, r.prediction.predicted_speedup) for r in runs if r.prediction is not None]
+    top = max([1.5] + [max(predicted, r.speedup) * 1.1 for r, predicted in pts])
+    xs = np.linspace(0, top, 50)
+    ax.plot(xs, xs, "k-", lw=0.8)
+    ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="0.85", label=f"±{band:.0%}")
+    markers = {"greedy": "o", "sample": "s"}
+    for r, predicted in pts:
+        ax.scatter(predicted, r.speedup, marker=markers.get(r.sampling, "o"), s=30)
+        ax.annotate(f"{r.mode.removeprefix('engine-')}\n{r.prompt_kind}, {r.sampling}",
+                    (predicted, r.speedup), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(1, color="tab:red", lw=0.6, ls=":")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("predicted speedup (measured α, draft and verify costs)")
+    ax.set_ylabel("measured speedup")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax.figure
+
+
+# ---------------------------------------- notebook 08: serving
+
+
+def plot_serving(alpha: float, k: int, c: float, n_params: float, dtype: str, gpu, contexts=(0, 4096, 32768),
+                 batches=None, ax=None):
+    """Speculative / plain throughput per GPU against batch size, one line per context length; the
+    dotted part of a line is where the batch no longer fits in the GPU's memory."""
+    import matplotlib.pyplot as plt
+
+    from specnotes import serving
+
+    batches = np.unique(np.geomspace(1, 1024, 60).astype(int)) if batches is None else np.asarray(batches)
+    ax = ax or plt.subplots(figsize=(7.5, 4))[1]
+    for ctx in contexts:
+        s = serving.simulate(batches, alpha, k, c, n_params, dtype, gpu, ctx)
+        line, = ax.plot(batches, np.where(s.fits, s.speedup, np.nan), lw=2, label=f"context {ctx:,}")
+        ax.plot(batches, np.where(s.fits, np.nan, s.speedup), ls=":", color=line.get_color())
+        cross = serving.crossover_batch(alpha, k, c, n_params, dtype, gpu, ctx)
+        if cross is not None and cross <= batches[-1]:
+            ax.axvline(cross, color=line.get_color(), lw=0.8, ls="--")
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size (sequences decoded together)")
+    ax.set_ylabel("throughput per GPU: speculative / plain")
+    ax.set_title(f"{n_params / 1e9:g}B {dtype} on {getattr(gpu, 'name', gpu)}: "
+                 f"α={alpha:.2f}, k={k}, c={c:.2f}"
+                 " (dashed: crossover; dotted: does not fit)", fontsize=9)
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_batch_grid(times: dict, ax=None):
+    """Measured pass time against batch size, one line per tokens-per-sequence T."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 4))[1]
+    batches = sorted({b for b, _ in times})
+    for t in sorted({t for _, t in times}):
+        ax.plot(batches, [1e3 * times[(b, t)] for b in batches], "o-", label=f"T = {t} per sequence")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("ms per forward pass")
+    ax.set_title("Measured: extra positions are free only while the batch is small")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_measured_crossover(measured: dict, predicted: dict, ax=None):
+    """Speedup by batch: measured pass times against the roofline model of this machine."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 4))[1]
+    lines = (("measured (pass times)", measured, "o-"), ("roofline model", predicted, "s--"))
+    for label, data, style in lines:
+        b = sorted(data)
+        ax.plot(b, [data[x] for x in b], style, label=label)
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("speculative / plain throughput")
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def plot_temperature_sweep(records: list[dict], value: str = "alpha", ax=None):
+    """α (or tokens per pass) against temperature, one line per (drafter, prompt kind)."""
+    import matplotlib.pyplot as plt
+
+    if records and value not in records[0]:
+        raise ValueError(f"value {value!r} is not a column of the sweep; choose one of "
+                         f"{', '.join(records[0])}")
+    ax = ax or plt.subplots(figsize=(7, 4))[1]
+    sel = [r for r in records if r["kind"] != "all"]
+    styles = {}
+    for drafter in dict.fromkeys(r["drafter"] for r in sel):
+        styles[drafter] = "-" if not styles else "--"
+        for kind in dict.fromkeys(r["kind"] for r in sel):
+            pts = sorted((r["temperature"], r[value]) for r in sel
+                         if r["drafter"] == drafter and r["kind"] == kind)
+            ax.plot([t for t, _ in pts], [v for _, v in pts], styles[drafter], marker="o",
+                    label=f"{drafter}: {kind}")
+    ax.set_xlabel("temperature (0 = greedy)")
+    ax.set_ylabel({"alpha": "α (accepted / judged drafts)"}.get(value, value.replace("_", " ")))
+    ax.legend(fontsize=7, ncols=2)
+    return ax.figure
+
+
+def plot_arrivals(series: dict, ax=None):
+    """Inter-token gaps as an empirical CDF per mode: speculative tokens arrive in bursts (many gaps of
+    zero, then one long wait), plain ones at a steady pace. series: name -> arrival times in seconds."""
+    import matplotlib.pyplot as plt
+
+    short = [name for name, times in series.items() if len(times) < 2]
+    if short:
+        raise ValueError(f"series: {short[0]!r} has fewer than two arrival times, so no gap to plot")
+    ax = ax or plt.subplots(figsize=(6.5, 4))[1]
+    for name, times in series.items():
+        gaps = np.sort(np.diff(np.asarray(times)) * 1e3)
+        ax.step(gaps, np.arange(1, len(gaps) + 1) / len(gaps), where="post",
+                label=f"{name}: median {np.median(gaps):.0f} ms, p95 {np.percentile(gaps, 95):.0f} ms")
+    ax.set_xlabel("gap before the next token (ms)")
+    ax.set_ylabel("fraction of gaps ≤ x")
+    ax.set_title("Inter-token latency: steady against bursty")
+    ax.legend(fontsize=8, loc="lower right")
+    return ax.figure

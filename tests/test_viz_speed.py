@@ -1,0 +1,114 @@
+"""The figures of speed (specnotes.viz_speed), drawn headless: what each one shows, and the one return
+convention every one of them follows."""
+
+import inspect
+from types import SimpleNamespace
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from specnotes import tree, viz_speed
+from specnotes.viz_speed import plot_step_times
+
+TREE = tree.static_tree([[10, 11, 12], [20, 21], [30]], tree.default_choices((3, 2, 1)))
+ROWS = [SimpleNamespace(drafter=d, kind=kind, tokens_per_call=1.5, speedup=1.2, alpha=0.4,
+                        per_position=[0.6, 0.4, 0.2]) for d in ("a", "b") for kind in ("copy", "all")]
+RUNS = [SimpleNamespace(mode=m, prompt_kind=kind, sampling="greedy", tokens_per_s=20.0,
+                        tokens_per_s_spread=(18.0, 22.0), speedup=1.3,
+                        prediction=SimpleNamespace(predicted_speedup=1.4) if m != "plain" else None)
+        for m in ("plain", "engine-prompt-lookup") for kind in ("copy", "free")]  # live.Record's fields
+SWEEP = [{"temperature": t, "drafter": d, "kind": k, "alpha": 0.5, "tokens_per_call": 1.5}
+         for t in (0.0, 1.0) for d in ("a", "b") for k in ("copy", "story", "all")]
+# four rounds that each drafted 3 tokens and kept 1 of them plus the target's own: the cache grows by 2
+RESULT = SimpleNamespace(trace=[SimpleNamespace(cache_len=10 + 2 * i, drafted=[1, 2, 3], accepted=1)
+                                for i in range(1, 5)])
+# one call per figure of the module, each drawing into the `ax` (or `fig`) it is given
+FIGURES = {
+    "plot_step_times": lambda ax: plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30, ax=ax),
+    "plot_roofline": lambda ax: viz_speed.plot_roofline("H100 SXM", "bf16", ax=ax),
+    "plot_tokens_curve": lambda ax: viz_speed.plot_tokens_curve([1, 2, 4], [0.01, 0.011, 0.013],
+                                                                [0.009, 0.009, 0.01], ax=ax),
+    "plot_cache_lengths": lambda ax: viz_speed.plot_cache_lengths(RESULT, prompt_len=11, ax=ax),
+    "plot_tree_and_mask": lambda fig: viz_speed.plot_tree_and_mask(TREE, fig=fig),
+    "plot_tree_sizes": lambda ax: viz_speed.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9],
+                                                            ax=ax),
+    "plot_drafter_bars": lambda ax: viz_speed.plot_drafter_bars(ROWS, "speedup", ax=ax),
+    "plot_position_acceptance": lambda ax: viz_speed.plot_position_acceptance(ROWS, ax=ax),
+    "plot_mode_rates": lambda ax: viz_speed.plot_mode_rates(RUNS, ax=ax),
+    "plot_predicted_vs_measured": lambda ax: viz_speed.plot_predicted_vs_measured(RUNS, ax=ax),
+    "plot_serving": lambda ax: viz_speed.plot_serving(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", ax=ax),
+    "plot_batch_grid": lambda ax: viz_speed.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
+    "plot_measured_crossover": lambda ax: viz_speed.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
+    "plot_temperature_sweep": lambda ax: viz_speed.plot_temperature_sweep(SWEEP, ax=ax),
+    "plot_arrivals": lambda ax: viz_speed.plot_arrivals({"plain": [0.0, 0.1, 0.2]}, ax=ax),
+}
+MULTI_PANEL = {"plot_tree_and_mask"}  # these take fig=, the others ax=
+
+
+def test_every_function_of_the_module_is_a_figure_covered_here():
+    functions = inspect.getmembers(viz_speed, inspect.isfunction)
+    defined = {name for name, f in functions if f.__module__ == viz_speed.__name__}
+    assert defined == set(FIGURES)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_figure_returns_the_figure_it_drew_on(name):
+    where = "fig" if name in MULTI_PANEL else "ax"
+    assert where in inspect.signature(getattr(viz_speed, name)).parameters
+    new = FIGURES[name](None)  # a figure of its own
+    assert isinstance(new, plt.Figure) and new.axes
+    mine = plt.figure()
+    into = mine if name in MULTI_PANEL else mine.add_subplot(1, 2, 2)
+    assert FIGURES[name](into) is mine  # drawn into the one it was given
+    plt.close(new)
+    plt.close(mine)
+
+
+def test_step_time_plot_has_one_bar_per_forward_pass():
+    fig = plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 10
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights[-1] == 200 and heights[0] == 50
+    plt.close(fig)
+
+
+def test_cache_plot_marks_the_verify_pass_above_the_rollback():
+    fig = viz_speed.plot_cache_lengths(RESULT, prompt_len=11)
+    before, after = (line.get_ydata() for line in fig.axes[0].lines)
+    assert list(after) == [12, 14, 16, 18]  # what the rounds kept
+    assert list(before) == [14, 16, 18, 20]  # the round before's cache + 3 drafts + 1 input
+    plt.close(fig)
+
+
+def test_notebook_08_plots_draw_headless():
+    grid = {(b, t): 0.01 * b * (1 + 0.1 * t) for b in (1, 2, 4) for t in (1, 4)}
+    fig = viz_speed.plot_batch_grid(grid)
+    assert len(fig.axes[0].lines) == 2
+    fig2 = viz_speed.plot_measured_crossover({1: 2.0, 4: 0.9}, {1: 2.1, 4: 1.2})
+    assert len(fig2.axes[0].lines) == 3  # two curves and the break-even line
+    fig3 = viz_speed.plot_temperature_sweep(SWEEP)
+    assert len(fig3.axes[0].lines) == 4  # the "all" rows are left out
+    fig4 = viz_speed.plot_arrivals({"plain": np.arange(10) * 0.05, "spec": np.repeat(np.arange(5) * 0.06, 2)})
+    assert "median" in fig4.axes[0].get_legend().get_texts()[0].get_text()
+    for f in (fig, fig2, fig3, fig4):
+        plt.close(f)
+
+
+@pytest.mark.parametrize("gpu", ["H100 SXM", "L4", "T4", "Apple M2 Max"])
+@pytest.mark.parametrize("alpha,k,c", [(0.0, 1, 0.0), (0.95, 12, 0.5), (0.5, 4, 0.1)])
+def test_serving_plot_over_the_explorers_control_grid(gpu, alpha, k, c):
+    fig = viz_speed.plot_serving(alpha, k, c, 8e9, "bf16", gpu, contexts=(0, 32768))
+    assert len(fig.axes[0].lines) >= 4
+    plt.close(fig)
+
+
+def test_tree_plots_draw_headless():
+    fig = viz_speed.plot_tree_and_mask(TREE, labels=["a", "b", "c", "d", "e", "f"])
+    mask_ax = fig.axes[1]
+    assert mask_ax.images[0].get_array().shape == (7, 7)
+    fig2 = viz_speed.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9], labels=["a", "b", "c"])
+    assert len(fig2.axes[0].lines) == 3
+    for f in (fig, fig2):
+        plt.close(f)
