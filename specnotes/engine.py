@@ -271,33 +271,3 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sam
     while not state.done:
         speculative_round(target, drafter, state)
     return state.result()
-
-
-def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top_k: int | None = None):
-    """(V**length,) the exact probability of each possible first `length` sampled tokens, in
-    lexicographic order, under plain sampling from the processed distribution: the reference that the
-    calibrated χ² tests compare speculative samples against (specnotes.toy.compare). Tiny vocabularies
-    only: it runs V**(length-1) prefixes."""
-    import torch
-
-    from specnotes import checks
-    from specnotes.env import device_of, host
-    from specnotes.sampling import Sampler
-
-    checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
-    length = checks.whole(length, "length", scalar=True)
-    if model.config.vocab_size ** length > 10_000_000:
-        raise ValueError(f"length: V**length = {model.config.vocab_size}**{length} outcomes is too many to "
-                         "enumerate; this reference is for tiny vocabularies and a few tokens")
-    device = device_of(model)
-    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
-    dist = np.ones(1)
-    prefixes = [[]]
-    for _ in range(length):
-        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes], device=device)
-        with torch.no_grad():
-            probs = host(processing.probs(model(batch).logits[:, -1].double())).double().numpy()
-            probs /= probs.sum(axis=1, keepdims=True)
-        dist = (dist[:, None] * probs).reshape(-1)
-        prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
-    return dist

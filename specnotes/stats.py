@@ -2,8 +2,10 @@
 reference, by a chi-square test and the total-variation distance, with the noise a perfect sampler
 shows at n samples, and the one threshold below which a sampler is called biased.
 
-Notebooks 03 (the proof), 04 (the bug zoo) and 06 (every drafter, on a tiny real model) run these, and so
-do the tests: `chi2_test(samples, exact).p_value < FLAG_P` is what "flagged" means everywhere.
+The exact reference is the toy language's enumeration (toy.exact_distribution) or, for a tiny real model,
+exact_first_tokens. Notebooks 03 (the proof), 04 (the bug zoo) and 06 (every drafter, on a tiny real
+model) run these, and so do the tests: `chi2_test(samples, exact).p_value < FLAG_P` is what "flagged"
+means everywhere.
 """
 
 from __future__ import annotations
@@ -76,6 +78,35 @@ def chi2_test(samples, exact) -> ChiSquare:
         return ChiSquare(tv, 1.0)  # the reference allows one outcome and every sample is it
     stat = ((obs - exp) ** 2 / exp).sum()
     return ChiSquare(tv, float(sps.chi2.sf(stat, obs.size - 1)))
+
+
+def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top_k: int | None = None):
+    """(V**length,) the exact probability of each possible first `length` sampled tokens, in
+    lexicographic order, under plain sampling from the processed distribution: the reference that the
+    calibrated χ² tests compare a real engine's samples against (chi2_test). Tiny vocabularies only: it
+    runs V**(length-1) prefixes."""
+    import torch
+
+    from specnotes.env import device_of, host
+    from specnotes.sampling import Sampler
+
+    checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
+    length = checks.whole(length, "length", scalar=True)
+    if model.config.vocab_size ** length > 10_000_000:
+        raise ValueError(f"length: V**length = {model.config.vocab_size}**{length} outcomes is too many to "
+                         "enumerate; this reference is for tiny vocabularies and a few tokens")
+    device = device_of(model)
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
+    dist = np.ones(1)
+    prefixes = [[]]
+    for _ in range(length):
+        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes], device=device)
+        with torch.no_grad():
+            probs = host(processing.probs(model(batch).logits[:, -1].double())).double().numpy()
+            probs /= probs.sum(axis=1, keepdims=True)
+        dist = (dist[:, None] * probs).reshape(-1)
+        prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
+    return dist
 
 
 def expected_tv_noise(exact, n) -> np.ndarray:

@@ -100,7 +100,7 @@ SMALL_PROMPT = torch.tensor([[3, 1, 4]])
 N_SAMPLES = 2000
 
 
-EXACT = engine.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, TEMPERATURE)
+EXACT = stats.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, TEMPERATURE)
 
 
 def sampled(drafter_factory, seed0, n=N_SAMPLES):
@@ -119,7 +119,7 @@ def test_sampled_tokens_follow_the_targets_exact_distribution(drafter):
 
 def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution():
     """q must be the draft's *processed* distribution: temperature 0.7 and top-k 4 on both models."""
-    exact = engine.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, 0.7, top_k=4)
+    exact = stats.exact_first_tokens(SMALL_TARGET, SMALL_PROMPT, LENGTH, 0.7, top_k=4)
     rows = [engine.generate(SMALL_TARGET, DraftModel(SMALL_DRAFT), SMALL_PROMPT, LENGTH, k=2, do_sample=True,
                             temperature=0.7, top_k=4, seed=10_000 + i, eos_token_id=-1).tokens
             for i in range(N_SAMPLES)]
