@@ -28,6 +28,7 @@ from specnotes import (
     models,
     mtp,
     numerics,
+    readouts,
     roofline,
     rules,
     serving,
@@ -36,7 +37,9 @@ from specnotes import (
     timing,
     toy,
     tree,
-    viz,
+    viz_exactness,
+    viz_speed,
+    widgets,
 )
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.drafters.eagle import new_model
@@ -250,11 +253,11 @@ bad("timing.time_call", "repeats", WHOLE, lambda v: timing.time_call(lambda: Non
 bad("timing.time_call", "warmup", COUNT, lambda v: timing.time_call(lambda: None, warmup=v))
 bad("timing.time_forward", "tokens", WHOLE, lambda v: timing.time_forward(TINY, tokens=v))
 bad("timing.time_forward", "context", COUNT, lambda v: timing.time_forward(TINY, context=v))
-bad("viz.speedup_view", "k", WHOLE, lambda v: viz.speedup_view(0.8, v, 0.05))
-bad("viz.speedup_view", "alpha", PROBABILITY, lambda v: viz.speedup_view(v, 4, 0.05))
-bad("viz.roofline_readout", "n_params", POSITIVE, lambda v: viz.roofline_readout(v, "bf16", "H100 SXM"))
-bad("viz.serving_readout", "context", COUNT,
-    lambda v: viz.serving_readout(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", v))
+bad("widgets.speedup_view", "k", WHOLE, lambda v: widgets.speedup_view(0.8, v, 0.05))
+bad("widgets.speedup_view", "alpha", PROBABILITY, lambda v: widgets.speedup_view(v, 4, 0.05))
+bad("readouts.roofline_readout", "n_params", POSITIVE, lambda v: readouts.roofline_readout(v, "bf16", "H100 SXM"))
+bad("readouts.serving_readout", "context", COUNT,
+    lambda v: readouts.serving_readout(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", v))
 bad("rules.emitted_distribution", "p", DISTRIBUTION, lambda v: rules.emitted_distribution(v, [0.5, 0.5]))
 
 # --------------------------------------------------------------------------- found by a second hostile probe
@@ -341,10 +344,10 @@ bad("mtp.toy_language", "vocab", {"huge (vocab**3 floats)": 10**4}, lambda v: mt
 bad("mtp.toy_language", "seed", {"negative": -1}, lambda v: mtp.toy_language(seed=v))
 bad("mtp.sample_language", "table", {"2-D": np.full((4, 4), 0.25), "all zero": np.zeros((4, 4, 4))},
     lambda v: mtp.sample_language(v, 5, 8))
-one("viz.plot_zoo", "flagged", "shorter than names", lambda: viz.plot_zoo(["a", "b", "c"], [.1, .2, .3], .01, [True]))
-bad("viz.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambda v: viz.roofline_readout(7e9, "bf16", "H100 SXM", v))
-bad("viz.plot_roofline", "k", {"negative": -3}, lambda v: viz.plot_roofline("H100 SXM", "bf16", k=v))
-bad("viz.plot_roofline", "prefill", {"zero": 0}, lambda v: viz.plot_roofline("H100 SXM", "bf16", prefill=v))
+one("viz_exactness.plot_zoo", "flagged", "shorter than names", lambda: viz_exactness.plot_zoo(["a", "b", "c"], [.1, .2, .3], .01, [True]))
+bad("readouts.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambda v: readouts.roofline_readout(7e9, "bf16", "H100 SXM", v))
+bad("viz_speed.plot_roofline", "k", {"negative": -3}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", k=v))
+bad("viz_speed.plot_roofline", "prefill", {"zero": 0}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", prefill=v))
 
 bad("stats.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
     lambda v: stats.convergence(P, Q, v, 2, 2))
@@ -357,7 +360,7 @@ one("drafter_table.by_temperature", "temperatures", "negative",
     lambda: drafter_table.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
 one("drafter_table.table", "runs", "a run that took no time", lambda: drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]))
-one("viz.plot_arrivals", "series", "a one-token result", lambda: viz.plot_arrivals({"plain": [0.1]}))
+one("viz_speed.plot_arrivals", "series", "a one-token result", lambda: viz_speed.plot_arrivals({"plain": [0.1]}))
 bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
     lambda v: tree.static_tree([[1, 2, 3]], v))
 bad("tree.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: tree.RandomTree(v))
@@ -369,11 +372,11 @@ bad("stats.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size":
 bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -1.0},
     lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
 bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
-one("viz.plot_drafter_bars", "value", "a typo", lambda: viz.plot_drafter_bars(drafter_table.table([drafter_table.Run(
+one("viz_speed.plot_drafter_bars", "value", "a typo", lambda: viz_speed.plot_drafter_bars(drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]), value="speedpu"))
-one("viz.plot_temperature_sweep", "value", "a typo",
-    lambda: viz.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
-                                       value="alhpa"))
+one("viz_speed.plot_temperature_sweep", "value", "a typo",
+    lambda: viz_speed.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
+                                             value="alhpa"))
 
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_a_bad_value_is_refused_with_an_error_that_names_it(case):
