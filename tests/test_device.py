@@ -25,10 +25,10 @@ import torch
 from specnotes import distill, drafter_table, engine, env, live, models, numerics, serving, tree
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
-from specnotes.drafters.distilled import student
 from specnotes.drafters.eagle import new_model
 from specnotes.drafters.early_exit import exit_model
 from specnotes.drafters.medusa import new_heads
+from specnotes.surgery import student
 from tests.notebook_utils import ROOT, cells, source
 from tests.virtual_device import VIRTUAL, is_virtual, virtual_device
 
@@ -229,7 +229,7 @@ def test_a_module_built_on_the_cpu_is_caught(tokenizer, monkeypatch):
         assert tree.generate(target, Medusa(target, heads=new_heads(target, 2), widths=(1,), n_heads=2),
                              ids, 8).tokens
         monkeypatch.setattr(medusa, "new_heads",
-                            lambda t, n=3: medusa._heads_class()(t, n).to(env.dtype_of(t)))
+                            lambda t, n=3: medusa.MedusaHeads(t, n).to(env.dtype_of(t)))
         with pytest.raises(RuntimeError, match="same device"):
             tree.generate(target, Medusa(target, heads=medusa.new_heads(target, 2), widths=(1,), n_heads=2),
                           ids, 8)

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import distill, engine, stats
+from specnotes import engine, stats
 from specnotes.decode import prompt_ids
 from specnotes.drafters import DraftModel, EarlyExit, Lookahead, Suffix, load_distilled_draft
-from specnotes.drafters.distilled import student
 from specnotes.drafters.early_exit import exit_model
+from specnotes.prompts import prompt_set
+from specnotes.surgery import student
 from tests.test_engine import EXACT, PROMPT, SMALL_TARGET, TARGET, hf_greedy, sampled
 
 
@@ -106,7 +107,7 @@ def test_the_trained_drafters_beat_their_untrained_starting_points(real):
     """Training did something: on held-out free-form prompts the trained exit accepts more than the raw
     exit, and the distilled draft accepts a real share of its drafts."""
     model, tokenizer = real
-    prompts = [p for p in distill.prompts("heldout") if p["kind"] == "story"][:2]
+    prompts = [p for p in prompt_set("heldout") if p["kind"] == "story"][:2]
     alphas = {}
     makers = {"raw": lambda: EarlyExit(model), "adapter": lambda: EarlyExit(model, adapter="trained"),
               "distilled": lambda: DraftModel(load_distilled_draft(model))}
@@ -193,52 +194,6 @@ def test_lookahead_pool_holds_the_targets_predictions_and_chains_them():
     assert la.guess == [12]
 
 
-def test_trained_weights_round_trip_through_save_and_load(tmp_path):
-    model = exit_model(TARGET, 2, rank=8)
-    with torch.no_grad():
-        model.model.norm.up.weight.fill_(0.25)
-    path = distill.save_trainable(model, tmp_path / "a.safetensors", {"n_layers": 2})
-    fresh = exit_model(TARGET, 2, rank=8)
-    assert distill.load_trainable(fresh, path) == {"n_layers": "2"}
-    assert torch.equal(fresh.model.norm.up.weight, model.model.norm.up.weight)
-    with pytest.raises(ValueError, match="does not have"):
-        distill.load_trainable(exit_model(TARGET, 2, rank=None), path)
-
-
-def test_windows_count_only_the_targets_own_text():
-    seqs = [np.arange(10), np.arange(100, 105)]
-    win = distill.windows(seqs, [4, 2], length=4)
-    assert win.inputs.shape == (4, 4)
-    # sequence 0: labels 1..9, counted from label index 3 (token 4) on
-    assert win.mask[0].tolist() == [False, False, False, True]
-    assert win.labels[1].tolist() == [5, 6, 7, 8]
-    assert win.labels[2].tolist() == [9, 0, 0, 0] and win.mask[2].tolist() == [True, False, False, False]
-    assert win.mask[3].tolist() == [False, True, True, True]  # sequence 1: its prompt is 2 tokens
-
-
-def test_kd_loss_with_a_one_hot_teacher_is_cross_entropy():
-    logits = torch.randn(2, 3, 7)
-    labels = torch.randint(0, 7, (2, 3))
-    mask = torch.ones(2, 3, dtype=torch.bool)
-    one_hot_ids = torch.cat([labels[..., None], (labels[..., None] + 1) % 7], -1)
-    one_hot_p = torch.tensor([1.0, 0.0]).expand(2, 3, 2)
-    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 7), labels.reshape(-1))
-    assert torch.allclose(distill.kd_loss(logits, labels, mask), ce)
-    assert torch.allclose(distill.kd_loss(logits, labels, mask, one_hot_ids, one_hot_p), ce)
-
-
-def test_a_few_training_steps_lower_the_loss_on_a_tiny_target(monkeypatch, tmp_path):
-    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))  # the teacher pass is cached: not in the real cache
-    rng = np.random.default_rng(0)
-    data = distill.Windows(rng.integers(0, 256, (16, 32)), rng.integers(0, 256, (16, 32)),
-                           np.ones((16, 32), dtype=bool))
-    before = {n: p.clone() for n, p in TARGET.state_dict().items()}
-    draft = student(TARGET, (0,))
-    log = distill.distill(draft, TARGET, steps=40, data=data, teacher_k=4, lr=3e-3, progress=False)
-    assert np.mean(log.losses[-5:]) < 0.8 * np.mean(log.losses[:5])
-    assert all(torch.equal(p, before[n]) for n, p in TARGET.state_dict().items())  # the target is untouched
-
-
 def test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text(real):
     """The committed EagleLite is a trained one: on held-out story and qa prompts its one guess per round
     is accepted far more often than an untrained EagleLite's, and the confidence gate raises α further."""
@@ -247,7 +202,7 @@ def test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text(rea
     from specnotes.drafters.eagle import new_model
 
     model, tokenizer = real
-    heldout = distill.prompts("heldout")
+    heldout = prompt_set("heldout")
     prompts = [next(p for p in heldout if p["kind"] == kind) for kind in ("story", "qa")]
 
     def alpha(make):
@@ -266,35 +221,8 @@ def test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text(rea
     assert alphas["gated"] > alphas["trained"] + 0.05, alphas
 
 
-def test_the_larger_free_form_set_is_committed_and_never_touches_a_held_out_subject():
-    from tests.notebook_utils import tool
-
-    make_prompts = tool("make_prompts")
-    more = distill.prompts("more")
-    assert make_prompts.build()["more"] == more  # the file is what the tool writes
-    seqs, prompt_lengths = distill.sequences("more")
-    assert len(seqs) == len(prompt_lengths) == len(more) > 500
-    with np.load(distill.DATA / distill.SETS["more"]) as z:
-        assert z["kinds"].tolist() == [p["kind"] for p in more]  # answers in the prompts' order
-    assert sum(len(s) - p for s, p in zip(seqs, prompt_lengths, strict=True)) > 100_000  # generated tokens
-    forms = make_prompts.STORY_FORMS + make_prompts.QA_FORMS
-    subjects = {text[len(head):len(text) - len(tail)]
-                for p in distill.prompts("heldout") if p["kind"] in ("story", "qa")
-                for form in forms for head, tail in [form.split("{}")]
-                for text in [p["text"]] if text.startswith(head) and text.endswith(tail)}
-    assert len(subjects) == 16
-    clashes = [(s, p["text"]) for s in subjects for p in more if s in p["text"]]
-    assert not clashes, clashes[:3]
-    with pytest.raises(ValueError, match="name"):
-        distill.sequences("heldout")
-
-
 def test_bad_arguments_are_refused_clearly():
-    with pytest.raises(ValueError, match="layers"):
-        student(TARGET, (0, 9))
     with pytest.raises(ValueError, match=r"n \(the n-gram length\) must be >= 2"):
         Lookahead(n=1)
     with pytest.raises(ValueError, match="max_match"):
         Suffix(max_match=0)
-    with pytest.raises(ValueError, match="split"):
-        distill.prompts("test")

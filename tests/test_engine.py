@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, models, stats
+from specnotes import engine, models, stats, surgery
 from specnotes.decode import forward_pass, plain_generate, prompt_ids
 from specnotes.drafters import Draft, DraftModel, PromptLookup
 
@@ -22,7 +22,7 @@ def hf_greedy(model, ids, n, eos=None):
 
 DRAFTERS = {
     "independent draft model": lambda: DraftModel(models.tiny_llama(seed=1, layers=1, hidden_size=32)),
-    "first 2 layers of the target": lambda: DraftModel(models.truncated(TARGET, 2)),
+    "first 2 layers of the target": lambda: DraftModel(surgery.truncated(TARGET, 2)),
     "the target itself": lambda: DraftModel(TARGET),
     "prompt lookup": lambda: PromptLookup(),
     "prompt lookup, fixed length": lambda: PromptLookup(adaptive=False, num_tokens=4),
@@ -84,7 +84,7 @@ def test_greedy_equals_generate_on_the_real_model(real, drafter, k, kind):
             "free": "Write two sentences about the sea."}[kind]
     ids = prompt_ids(tokenizer, text)
     reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
-    drafter_obj = PromptLookup() if drafter == "prompt lookup" else DraftModel(models.truncated(model, 8))
+    drafter_obj = PromptLookup() if drafter == "prompt lookup" else DraftModel(surgery.truncated(model, 8))
     result = engine.generate(model, drafter_obj, ids, 24, k=k)
     assert result.tokens == reference[0, ids.shape[1]:].tolist()
 
@@ -161,7 +161,7 @@ def test_rollback_leaves_the_cache_equal_to_a_fresh_prefill():
 
 def test_draft_model_rolls_its_own_cache_back():
     target = models.tiny_llama(seed=0, layers=4).double()  # float64: compare bookkeeping, not rounding
-    drafter = DraftModel(models.truncated(target, 2))
+    drafter = DraftModel(surgery.truncated(target, 2))
     result = engine.generate(target, drafter, PROMPT, 30, k=6, eos_token_id=-1)
     full = PROMPT[0].tolist() + result.tokens
     assert drafter.cached <= len(full) - 1

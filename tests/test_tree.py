@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, models, stats, tree
+from specnotes import engine, stats, surgery, tree
 from specnotes.decode import forward_pass
 from tests.test_engine import (
     EXACT,
@@ -96,7 +96,7 @@ def test_compaction_leaves_the_cache_of_the_accepted_branch():
 @pytest.mark.parametrize("drafter", ["top-k chain of a truncated target", "random trees",
                                      "the target's own top-k"])
 def test_tree_greedy_equals_the_targets_own_greedy(drafter):
-    make = {"top-k chain of a truncated target": lambda: TopKChain(models.truncated(TARGET, 2)),
+    make = {"top-k chain of a truncated target": lambda: TopKChain(surgery.truncated(TARGET, 2)),
             "random trees": lambda: RandomTree(256, (4, 3, 2, 1)),
             "the target's own top-k": lambda: TopKChain(TARGET, depth=3, widths=(2, 2, 2))}[drafter]
     want = hf_greedy(TARGET, PROMPT, 40)

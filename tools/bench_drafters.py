@@ -12,9 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from specnotes import distill, drafter_table, models, quick_mode
+from specnotes import drafter_table, models, quick_mode
 from specnotes.env import environment, model_facts
 from specnotes.paths import write_atomic
+from specnotes.prompts import KINDS, prompt_set
 
 K = 3
 TRAINED = ("early-exit+adapter", "distilled-draft", "medusa", "eagle-lite", "eagle-lite+gate")
@@ -39,8 +40,8 @@ def main() -> int:
     target, tokenizer = models.load(device="cpu")
     # label the report with what ran (the CPU, fp32), not with the machine's default GPU device
     machine = {**environment().as_dict(), **model_facts(target)}
-    heldout = distill.prompts("heldout")
-    prompts = [p for kind in drafter_table.KINDS
+    heldout = prompt_set("heldout")
+    prompts = [p for kind in KINDS
                for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
     drafters = drafter_table.default_drafters(target)
     drafter_table.run(target, tokenizer, {"warm-up": drafters["prompt-lookup"]}, prompts[:1], 8, K,

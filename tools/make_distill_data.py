@@ -11,7 +11,6 @@ cores; the file is committed, so nobody needs to run this unless the prompts or 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
@@ -20,8 +19,8 @@ from tqdm.auto import tqdm
 
 from specnotes import models
 from specnotes.paths import data_dir
+from specnotes.prompts import prompt_set
 
-PROMPTS = data_dir() / "drafters" / "prompts.json"
 OUTS = {"train": data_dir() / "drafters" / "selfdistill.npz",
         "more": data_dir() / "drafters" / "selfdistill-more.npz"}
 
@@ -38,7 +37,7 @@ def main(argv=None) -> int:
     out_path = OUTS[args.set]
     torch.manual_seed(0)
     model, tok = models.load(device="cpu")
-    prompts = json.loads(PROMPTS.read_text())[args.set]
+    prompts = prompt_set(args.set)
     tok.padding_side = "left"
     seqs = []
     for start in tqdm(range(0, len(prompts), batch), desc="generating"):

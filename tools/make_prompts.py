@@ -16,9 +16,7 @@ import pydoc_data.topics
 import random
 import re
 
-from specnotes.paths import data_dir
-
-OUT = data_dir() / "drafters" / "prompts.json"
+from specnotes.prompts import FILE, KINDS
 
 STORY_SUBJECTS = [
     "a lighthouse keeper who finds a message in a bottle", "a robot who wants to learn to bake bread",
@@ -218,8 +216,8 @@ def build(n_heldout_per_kind: int = 8) -> dict:
 
 if __name__ == "__main__":
     data = build()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(data, indent=1) + "\n")
-    counts = {k: sum(p["kind"] == k for p in data["train"]) for k in ("copy", "code", "story", "qa")}
-    print(f"wrote {OUT}: train {counts}, heldout {len(data['heldout'])}, more {len(data['more'])}, "
+    FILE.parent.mkdir(parents=True, exist_ok=True)
+    FILE.write_text(json.dumps(data, indent=1) + "\n")
+    counts = {k: sum(p["kind"] == k for p in data["train"]) for k in KINDS}
+    print(f"wrote {FILE}: train {counts}, heldout {len(data['heldout'])}, more {len(data['more'])}, "
           f"validation {len(data['validation'])}")

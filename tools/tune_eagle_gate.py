@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from specnotes import distill, drafter_table, models
+from specnotes import drafter_table, models
 from specnotes.drafters import EagleLite
 from specnotes.drafters.eagle import load_eagle
+from specnotes.prompts import prompt_set
 
 SETTINGS = ((1, None), (1, 0.2), (1, 0.3), (1, 0.4), (2, 0.3), (3, 0.3))  # (k, min_confidence)
 
@@ -25,9 +26,7 @@ def main(max_new_tokens: int = 64) -> int:
     variants = {f"k={k}, gate={gate}": (lambda k=k, gate=gate: EagleLite(target, model=trained, k=k,
                                                                         min_confidence=gate))
                 for k, gate in SETTINGS}
-    prompts = distill.prompts("validation")
-    drafter_table.run(target, tokenizer, {"warm-up": variants["k=1, gate=None"]}, prompts[:1], 8,
-                      progress=False)
+    prompts = prompt_set("validation")
     rows = drafter_table.table(drafter_table.run(target, tokenizer, variants, prompts,
                                                  max_new_tokens=max_new_tokens))
     print(f"EagleLite on the {len(prompts)} validation prompts, {max_new_tokens} new tokens each:")

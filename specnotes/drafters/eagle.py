@@ -13,58 +13,58 @@ head gives from the cached next hidden state.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from specnotes import distill
+from specnotes import distill, weights
 from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.medusa import hidden_states
+from specnotes.surgery import student
 
 FILE = "eagle-lite.safetensors"
 VOCAB = 4096  # trained and drafted over the 4,096 tokens the target writes most often (98% of them)
 
 
-def _model_class():
-    import torch
+class EagleModel(torch.nn.Module):
+    """One decoder layer (a copy of the target's last) that reads [hidden state at t | embedding of token
+    t+1], projected back to the hidden size, and predicts the hidden state at t+1."""
 
-    class EagleModel(torch.nn.Module):
-        def __init__(self, target):
-            super().__init__()
-            from specnotes.drafters.distilled import student
+    def __init__(self, target):
+        super().__init__()
+        last = target.config.num_hidden_layers - 1
+        self.body = student(target, (last,))  # one decoder layer + a norm, embeddings and head shared
+        d = target.config.hidden_size
+        self.fc = torch.nn.Linear(2 * d, d, bias=False)
+        with torch.no_grad():  # start as "the feature itself": [I | 0]
+            self.fc.weight.zero_()
+            self.fc.weight[:, :d] = torch.eye(d)
 
-            last = target.config.num_hidden_layers - 1
-            self.body = student(target, (last,))  # one decoder layer + a norm, embeddings and head shared
-            d = target.config.hidden_size
-            self.fc = torch.nn.Linear(2 * d, d, bias=False)
-            with torch.no_grad():  # start as "the feature itself": [I | 0]
-                self.fc.weight.zero_()
-                self.fc.weight[:, :d] = torch.eye(d)
+    def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
+        """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
+        (B, T, d), logits (B, T, V) for token t+2, cache)."""
+        from specnotes.passes import cache_kwarg, returned_cache
 
-        def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
-            """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
-            (B, T, d), logits (B, T, V) for token t+2, cache)."""
-            from specnotes.passes import cache_kwarg, returned_cache
-
-            emb = self.body.model.embed_tokens(tokens)
-            x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
-            out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
-                                  **{cache_kwarg(type(self.body.model)): cache})
-            h = out.last_hidden_state
-            logits = self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None
-            return h, logits, returned_cache(out)
-
-    return EagleModel
+        emb = self.body.model.embed_tokens(tokens)
+        x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
+        out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
+                              **{cache_kwarg(type(self.body.model)): cache})
+        h = out.last_hidden_state
+        logits = self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None
+        return h, logits, returned_cache(out)
 
 
-def new_model(target):
+def new_model(target) -> EagleModel:
     """An untrained EagleLite around `target`, on its device and in its dtype."""
     from specnotes.env import follow
 
-    return follow(target, _model_class()(target))
+    return follow(target, EagleModel(target))
 
 
 def committed_path() -> Path:
-    return distill.DATA / FILE
+    return weights.DATA / FILE
 
 
 def scored_tokens(target, vocab: int | None):
@@ -91,9 +91,6 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
     The teacher distribution needs no extra pass: it is the target's LM head applied to the cached hidden
     state h_{t+1}. Both sides score the `vocab` tokens the drafter will score (None: all of them), which
     also makes a step several times cheaper than a full-vocabulary head. Returns (model, TrainLog)."""
-    import torch
-
-    from specnotes.drafters.medusa import hidden_states
     from specnotes.env import device_of
 
     # train in fp32 around an fp32 twin (a 16-bit target's shared embeddings and head stay untouched)
@@ -127,32 +124,23 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
                       desc="training EagleLite", progress=progress)
     model.eval()
     if work is not target:
-        model = distill.transfer(model, new_model(target))
+        model = weights.transfer(model, new_model(target))
     if save_to is not None:
-        distill.save_trainable(model, save_to, {"steps": log.steps, "seconds": round(log.seconds, 1),
-                                                "vocab": None if ids is None else len(ids),
-                                                "windows": len(tokens),
-                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)},
-                               target=target)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model, log
+        weights.save(model, save_to, {**log.summary(), "vocab": None if ids is None else len(ids),
+                                      "windows": len(tokens)}, target=target)
+    return weights.freeze(model), log
 
 
 def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
-    """The trained EagleLite for `target`: the committed one when it was trained for a target of its
-    sizes, else one cached for this target, else a quick one (30 s on the first 64 windows of the small
-    self-distillation set) trained and cached (distill.trained_drafter). A target with another vocabulary
-    than SmolLM2's gets a ValueError that says what to pass instead."""
-    model = distill.trained_drafter(
-        new_model(target), target, "EagleLite weights", committed_path(), "eagle-lite",
-        lambda path: train_eagle(target, steps=200, seconds=quick_seconds,
-                                 data=distill.self_windows(limit=64), save_to=path, progress=progress)[0],
+    """The trained EagleLite for `target`, frozen (weights.load_or_train): the committed one when it was
+    trained for a target of its sizes, else one cached for this target, else a quick one (30 s on the
+    first 64 windows of the small self-distillation set) trained and cached. A target with another
+    vocabulary than SmolLM2's gets a ValueError that says what to pass instead."""
+    return weights.load_or_train(
+        new_model(target), target, what="EagleLite weights", committed=FILE, cached="eagle-lite",
+        train=functools.partial(train_eagle, target), seconds=quick_seconds, progress=progress,
         advice="pass model=train_eagle(target, data=...)[0] (specnotes.drafters.eagle) with "
                "distill.windows of this target's own text, or model=new_model(target) for an untrained one")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.eval()
 
 
 class EagleLite(Drafter):

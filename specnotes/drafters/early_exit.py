@@ -6,50 +6,45 @@ self-distillation while every target weight stays frozen, fixes much of that. No
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from specnotes import distill
+import torch
+
+from specnotes import distill, weights
 from specnotes.drafters.draft_model import DraftModel
+from specnotes.surgery import truncated
 
 FILE = "exit-adapter-{n}.safetensors"
 
 
-def _adapter_class():
-    import torch
+class ExitAdapter(torch.nn.Module):
+    """h + W_up silu(W_down h): a low-rank residual correction of the exit layer's hidden state,
+    starting as the identity (W_up = 0), then the target's final norm."""
 
-    class ExitAdapter(torch.nn.Module):
-        """h + W_up silu(W_down h): a low-rank residual correction of the exit layer's hidden state,
-        starting as the identity (W_up = 0), then the target's final norm."""
+    def __init__(self, hidden: int, rank: int, norm):
+        super().__init__()
+        self.down = torch.nn.Linear(hidden, rank, bias=False)
+        self.up = torch.nn.Linear(rank, hidden, bias=False)
+        torch.nn.init.zeros_(self.up.weight)
+        self.norm = norm
 
-        def __init__(self, hidden: int, rank: int, norm):
-            super().__init__()
-            self.down = torch.nn.Linear(hidden, rank, bias=False)
-            self.up = torch.nn.Linear(rank, hidden, bias=False)
-            torch.nn.init.zeros_(self.up.weight)
-            self.norm = norm
-
-        def forward(self, h):
-            return self.norm(h + self.up(torch.nn.functional.silu(self.down(h))))
-
-    return ExitAdapter
+    def forward(self, h):
+        return self.norm(h + self.up(torch.nn.functional.silu(self.down(h))))
 
 
 def exit_model(target, n_layers: int, rank: int | None = 64):
     """The target's first n_layers, then (with a rank) an exit adapter, then its final norm and LM head.
     Target weights are shared and frozen; only the adapter's are trainable."""
-    from specnotes.models import truncated
-
     if rank is not None:
         from specnotes import checks
 
         rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)
-    model = truncated(target, n_layers)
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = weights.freeze(truncated(target, n_layers))
     if rank:
         from specnotes.env import follow
 
-        adapter = follow(target, _adapter_class()(target.config.hidden_size, rank, target.model.norm))
+        adapter = follow(target, ExitAdapter(target.config.hidden_size, rank, target.model.norm))
         model.model.norm = adapter  # only the small model's norm slot; the target keeps its own
         for p in [*adapter.down.parameters(), *adapter.up.parameters()]:
             p.requires_grad_(True)
@@ -57,25 +52,22 @@ def exit_model(target, n_layers: int, rank: int | None = 64):
 
 
 def committed_path(n_layers: int) -> Path:
-    return distill.DATA / FILE.format(n=n_layers)
+    return weights.DATA / FILE.format(n=n_layers)
 
 
 def train_exit_adapter(target, n_layers: int = 4, rank: int = 64, steps: int = 400,
                        seconds: float | None = None, data=None, teacher_k: int = 8, lr: float = 3e-3,
                        save_to: Path | None = None, progress: bool = True):
-    """Train an exit adapter after layer n_layers, in fp32; returns (exit model, TrainLog)."""
+    """Train an exit adapter after layer n_layers, in fp32; returns (exit model, frozen, TrainLog)."""
     work = distill.fp32_twin(target)
     model = exit_model(work, n_layers, rank)
     log = distill.distill(model, work, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
                           desc=f"exit adapter @ layer {n_layers}", progress=progress)
     if work is not target:
-        model = distill.transfer(model, exit_model(target, n_layers, rank))
+        model = weights.transfer(model, exit_model(target, n_layers, rank))
     if save_to is not None:
-        distill.save_trainable(model, save_to, {"n_layers": n_layers, "rank": rank, "steps": log.steps},
-                               target=target)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model, log
+        weights.save(model, save_to, {"n_layers": n_layers, "rank": rank, **log.summary()}, target=target)
+    return weights.freeze(model), log
 
 
 class EarlyExit(DraftModel):
@@ -101,17 +93,14 @@ class EarlyExit(DraftModel):
         if adapter is None:
             model = exit_model(target, n_layers, rank=None)
         elif adapter == "trained":
-            model = distill.trained_drafter(
-                exit_model(target, n_layers, rank), target, "exit-adapter weights", committed_path(n_layers),
-                f"exit-adapter-{n_layers}-rank{rank}",
-                lambda path: train_exit_adapter(target, n_layers, rank, steps=200, seconds=quick_seconds,
-                                                data=distill.self_windows(limit=64), teacher_k=0,
-                                                save_to=path)[0],
+            model = weights.load_or_train(
+                exit_model(target, n_layers, rank), target, what="exit-adapter weights",
+                committed=FILE.format(n=n_layers), cached=f"exit-adapter-{n_layers}-rank{rank}",
+                train=functools.partial(train_exit_adapter, target, n_layers, rank, teacher_k=0),
+                seconds=quick_seconds,
                 advice=f"pass adapter=train_exit_adapter(target, {n_layers}, data=...)[0] "
                        "(specnotes.drafters.early_exit) with distill.windows of this target's own text, or "
                        "adapter=None for the plain exit")
         else:
             model = adapter
-        for p in model.parameters():
-            p.requires_grad_(False)
-        super().__init__(model.eval())
+        super().__init__(weights.freeze(model))

@@ -13,98 +13,81 @@ present; otherwise a quick set is trained (about 30 s) and cached.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from specnotes import distill
+from specnotes import distill, weights
 from specnotes.drafters.base import Draft, Drafter
 
 FILE = "medusa-{n}.safetensors"
 
 
-def _heads_class():
-    import torch
+class ResBlock(torch.nn.Module):
+    """h + SiLU(W h), with W zero at the start: a new head begins as the LM head itself."""
 
-    class ResBlock(torch.nn.Module):
-        """h + SiLU(W h), with W zero at the start: a new head begins as the LM head itself."""
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden, hidden)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
 
-        def __init__(self, hidden: int):
-            super().__init__()
-            self.linear = torch.nn.Linear(hidden, hidden)
-            torch.nn.init.zeros_(self.linear.weight)
-            torch.nn.init.zeros_(self.linear.bias)
-
-        def forward(self, h):
-            return h + torch.nn.functional.silu(self.linear(h))
-
-    class MedusaHeads(torch.nn.Module):
-        def __init__(self, target, n_heads: int):
-            super().__init__()
-            hidden = target.config.hidden_size
-            self.blocks = torch.nn.ModuleList(ResBlock(hidden) for _ in range(n_heads))
-            self._lm_head = [target.lm_head]  # shared and frozen: a list keeps it out of the parameters
-
-        @property
-        def n_heads(self) -> int:
-            return len(self.blocks)
-
-        def forward(self, hidden):
-            """(..., d) hidden states after the final norm -> (n_heads, ..., V) logits."""
-            lm_head = self._lm_head[0]
-            dtype = lm_head.weight.dtype  # the heads may train in fp32 beside a 16-bit head
-            return torch.stack([lm_head(block(hidden).to(dtype)) for block in self.blocks])
-
-    return MedusaHeads
+    def forward(self, h):
+        return h + torch.nn.functional.silu(self.linear(h))
 
 
-def new_heads(target, n_heads: int = 3):
+class MedusaHeads(torch.nn.Module):
+    def __init__(self, target, n_heads: int):
+        super().__init__()
+        hidden = target.config.hidden_size
+        self.blocks = torch.nn.ModuleList(ResBlock(hidden) for _ in range(n_heads))
+        self._lm_head = [target.lm_head]  # shared and frozen: a list keeps it out of the parameters
+
+    @property
+    def n_heads(self) -> int:
+        return len(self.blocks)
+
+    def forward(self, hidden):
+        """(..., d) hidden states after the final norm -> (n_heads, ..., V) logits."""
+        lm_head = self._lm_head[0]
+        dtype = lm_head.weight.dtype  # the heads may train in fp32 beside a 16-bit head
+        return torch.stack([lm_head(block(hidden).to(dtype)) for block in self.blocks])
+
+
+def new_heads(target, n_heads: int = 3) -> MedusaHeads:
     """Untrained heads (each starts as a copy of the LM head's own guess, shifted one position)."""
     from specnotes import checks
     from specnotes.env import follow
 
     n_heads = checks.whole(n_heads, "n_heads", high=64, scalar=True)
-
-    return follow(target, _heads_class()(target, n_heads))
+    return follow(target, MedusaHeads(target, n_heads))
 
 
 def committed_path(n_heads: int) -> Path:
-    return distill.DATA / FILE.format(n=n_heads)
+    return weights.DATA / FILE.format(n=n_heads)
 
 
 def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
     """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
-    every window, cached on disk by the inputs' hash and the target's fingerprint, and checksummed, like
-    distill.teacher_targets."""
-    import io
-
-    import torch
+    every window, cached on disk as distill.teacher_targets are (distill.cached_arrays)."""
     from tqdm.auto import tqdm
 
     from specnotes.env import host, to_model
 
-    path = distill.cache_file("hidden", inputs, f"hidden/{distill.fingerprint(target)}", ".npy")
+    def compute():
+        out = []
+        with torch.inference_mode():
+            quiet = {} if progress else {"disable": True}
+            for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
+                batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
+                out.append(host(target.model(batch_ids).last_hidden_state.half()))
+        return {"hidden": torch.cat(out).numpy()}
 
-    def parse(p):
-        hidden, shape = np.load(p), (*inputs.shape, target.config.hidden_size)
-        if hidden.shape != shape:
-            raise ValueError(f"it holds shape {hidden.shape}, not {shape}")
-        return hidden
-
-    cached = distill.read_cached(path, parse)
-    if cached is not None:
-        return cached
-    out = []
-    with torch.inference_mode():
-        quiet = {} if progress else {"disable": True}
-        for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
-            batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
-            out.append(host(target.model(batch_ids).last_hidden_state.half()))
-    hidden = torch.cat(out).numpy()
-    buf = io.BytesIO()
-    np.save(buf, hidden)
-    distill.write_cached(path, buf.getvalue())
-    return hidden
+    shape = (*inputs.shape, target.config.hidden_size)
+    return distill.cached_arrays("hidden", target, inputs, "hidden", {"hidden": (shape, np.float16)},
+                                 compute)["hidden"]
 
 
 def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | None = None, data=None,
@@ -112,8 +95,6 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
                  progress: bool = True):
     """Fit the heads to the target's own distribution `2 + h` positions ahead (soft top-k targets), on
     random positions of `data` (default: the self-distillation windows). Returns (heads, TrainLog)."""
-    import torch
-
     from specnotes.env import device_of
 
     work = distill.fp32_twin(target)  # train in fp32, cast to the target's dtype at the end
@@ -143,31 +124,23 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
                       desc="training Medusa heads", progress=progress)
     heads.eval()
     if work is not target:
-        heads = distill.transfer(heads, new_heads(target, n_heads))
+        heads = weights.transfer(heads, new_heads(target, n_heads))
     if save_to is not None:
-        distill.save_trainable(heads, save_to, {"n_heads": n_heads, "steps": log.steps,
-                                                "seconds": round(log.seconds, 1),
-                                                "final_loss": round(float(np.mean(log.losses[-20:])), 4)},
-                               target=target)
-    for p in heads.parameters():
-        p.requires_grad_(False)
-    return heads, log
+        weights.save(heads, save_to, {"n_heads": n_heads, **log.summary()}, target=target)
+    return weights.freeze(heads), log
 
 
 def load_medusa_heads(target, n_heads: int = 3, quick_seconds: float = 30.0, progress: bool = True):
-    """Trained heads for `target`: the committed ones when they were trained for a target of its sizes,
-    else ones cached for this target, else a quick set trained now and cached (distill.trained_drafter).
-    A target with another vocabulary than SmolLM2's gets a ValueError that says what to pass instead."""
-    heads = distill.trained_drafter(
-        new_heads(target, n_heads), target, "Medusa heads", committed_path(n_heads), f"medusa-{n_heads}",
-        lambda path: train_medusa(target, n_heads, steps=200, seconds=quick_seconds,
-                                  data=distill.self_windows(limit=64), save_to=path, progress=progress)[0],
+    """Trained heads for `target`, frozen (weights.load_or_train): the committed ones when they were
+    trained for a target of its sizes, else ones cached for this target, else a quick set trained now and
+    cached. A target with another vocabulary than SmolLM2's gets a ValueError that says what to pass."""
+    return weights.load_or_train(
+        new_heads(target, n_heads), target, what="Medusa heads", committed=FILE.format(n=n_heads),
+        cached=f"medusa-{n_heads}", train=functools.partial(train_medusa, target, n_heads),
+        seconds=quick_seconds, progress=progress,
         advice=f"pass heads=train_medusa(target, {n_heads}, data=...)[0] (specnotes.drafters.medusa) with "
                f"distill.windows of this target's own text, or heads=new_heads(target, {n_heads}) for "
                "untrained ones")
-    for p in heads.parameters():
-        p.requires_grad_(False)
-    return heads.eval()
 
 
 class Medusa(Drafter):
