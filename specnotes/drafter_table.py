@@ -1,8 +1,9 @@
 """Every drafter on the same target and the same held-out prompts: acceptance, tokens per target pass,
 draft cost and wall-clock speedup, measured side by side. Notebook 06's table and `make bench` use it.
 
-Timing is honest by construction: for each prompt, plain decoding and every drafter run back to back
-(round-robin), so a noisy neighbour slows them alike, and a speedup is a ratio from the same moment.
+Timing is honest by construction: timing.round_robin runs plain decoding and every drafter back to back
+for each prompt, so a noisy neighbour slows them alike and a speedup is a ratio from the same moment,
+after a warm-up run of each, so no first-call cost lands in the table.
 """
 
 from __future__ import annotations
@@ -113,14 +114,33 @@ def default_drafters(target) -> dict[str, Callable[[], object]]:
     }
 
 
+PLAIN = "plain"  # the table's baseline mode: plain decoding, which every drafter is measured against
+
+
+def engine_mode(target, make: Callable[[], Drafter], max_new_tokens: int, k: int, **generate):
+    """A timing.round_robin mode: a fresh `make()` through engine.generate, wrapped in a TimedDrafter, so
+    the Output carries the engine's Result and the seconds spent drafting. `generate`: more keywords for
+    engine.generate (temperature, eos_token_id)."""
+    from specnotes import engine
+    from specnotes.timing import Output
+
+    def mode(ids, do_sample, seed):
+        drafter = TimedDrafter(make())
+        res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample, seed=seed,
+                              **generate)
+        return Output(res.tokens, res, drafter.seconds)
+
+    return mode
+
+
 def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
         max_new_tokens: int = 64, k: int = 4, do_sample: bool = False, seed: int = 0,
-        progress: bool = True, temperature: float = 1.0) -> list[Run]:
-    """For each prompt: plain decoding, then each drafter through the engine, back to back.
+        progress: bool = True, temperature: float = 1.0, repeats: int = 1, warmup: int = 1) -> list[Run]:
+    """Plain decoding and each drafter through the engine on every prompt, timed by timing.round_robin:
+    for each prompt, plain and every drafter back to back, after `warmup` untimed runs of each on the
+    first prompt (so no first-call cost lands in the table). With repeats > 1 a run's time is its median.
     do_sample=False is greedy; otherwise both sample at `temperature`."""
-    from tqdm.auto import tqdm
-
-    from specnotes import checks, engine
+    from specnotes import checks, timing
     from specnotes.decode import plain_generate, prompt_ids
     from specnotes.env import device_of
 
@@ -130,30 +150,47 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     if not isinstance(drafters, dict) or not all(callable(make) for make in drafters.values()):
         raise TypeError("drafters must be a dict of name -> factory (lambda: PromptLookup()), so each run "
                         f"gets a fresh drafter; got {drafters!r}")
+    if PLAIN in drafters:
+        raise ValueError(f"drafters: {PLAIN!r} names plain decoding, the baseline of the table; give that "
+                         "drafter another name")
+    if not isinstance(prompts, (list, tuple)) or not prompts:
+        raise ValueError(f"prompts must be a non-empty list of {{'kind', 'text'}} dicts, got {prompts!r}")
     for i, p in enumerate(prompts):
         if not (isinstance(p, dict) and isinstance(p.get("text"), str) and "kind" in p):
             raise ValueError(f"prompts[{i}] must be a dict with 'kind' and 'text', got {p!r}")
+    eos = tokenizer.eos_token_id
+
+    def plain(ids, sample, s):
+        return timing.Output(plain_generate(target, ids, max_new_tokens, do_sample=sample,
+                                            temperature=temperature, seed=s, eos_token_id=eos).tokens)
+
+    modes = {PLAIN: plain, **{name: engine_mode(target, make, max_new_tokens, k, temperature=temperature,
+                                                eos_token_id=eos) for name, make in drafters.items()}}
+    by_kind, where = {}, []  # kind -> its prompts' ids; where[i]: prompt i's (kind, index in its kind)
+    for p in prompts:
+        where.append((p["kind"], len(by_kind.setdefault(p["kind"], []))))
+        by_kind[p["kind"]].append(prompt_ids(tokenizer, p["text"], device=device_of(target)))
+    samples = timing.round_robin(target, modes, by_kind, ("sample",) if do_sample else ("greedy",), repeats,
+                                 warmup, seed, progress=progress)
+    timed = {}  # (mode, kind, index in kind) -> its samples, one per repeat
+    for s in samples:
+        timed.setdefault((s.mode, s.prompt_kind, s.prompt), []).append(s)
     runs = []
-    for i, p in enumerate(tqdm(prompts, desc="prompts", **({} if progress else {"disable": True}))):
-        ids = prompt_ids(tokenizer, p["text"], device=device_of(target))
-        start = time.perf_counter()
-        plain = plain_generate(target, ids, max_new_tokens, do_sample=do_sample, temperature=temperature,
-                               seed=seed, eos_token_id=tokenizer.eos_token_id)
-        plain_s = time.perf_counter() - start
-        plain_tokens = plain.tokens
-        for name, make in drafters.items():
-            drafter = TimedDrafter(make())
-            start = time.perf_counter()
-            res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample,
-                                  seed=seed, temperature=temperature, eos_token_id=tokenizer.eos_token_id)
-            secs = time.perf_counter() - start
-            # compare equal lengths: an EOS can end either one first
+    for i, (kind, j) in enumerate(where):
+        plain_runs = timed[PLAIN, kind, j]
+        plain_s, plain_tokens = float(np.median([s.seconds for s in plain_runs])), plain_runs[0].output.tokens
+        for name in drafters:
+            group = timed[name, kind, j]
+            res = group[0].output.result
             judged_at, kept_at = res.position_counts
             runs.append(Run(
-                name, p["kind"], i, len(res.tokens), secs,
-                plain_s * len(res.tokens) / max(len(plain_tokens), 1), drafter.seconds,
-                len(res.trace), int(res.drafted_counts.sum()), int(res.accepted_counts.sum()),
-                int(judged_at.sum()), judged_at.tolist(), kept_at.tolist(),
+                name, kind, i, len(res.tokens), float(np.median([s.seconds for s in group])),
+                plain_s * len(res.tokens) / max(len(plain_tokens), 1),  # plain's time for as many tokens
+                float(np.median([s.output.draft_seconds for s in group])),
+                len(res.trace),  # one target pass per round
+                int(res.drafted_counts.sum()), int(res.accepted_counts.sum()), int(judged_at.sum()),
+                judged_at.tolist(), kept_at.tolist(),
+                # compare equal lengths: an EOS can end either one first
                 None if do_sample else res.tokens == plain_tokens[: len(res.tokens)]))
     return runs
 

@@ -10,6 +10,7 @@ import re
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -105,15 +106,18 @@ def load(p: Plan):
     return target, tokenizer, draft
 
 
-def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = True) -> dict:
-    """name -> fn(input_ids, do_sample, seed) -> timing.Output, for timing.round_robin.
+def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = True,
+          draft_model: bool = True) -> dict:
+    """name -> fn(input_ids, do_sample, seed) -> timing.Output, for timing.round_robin. extra: the
+    engine's suffix and early-exit modes; draft_model: the two modes that run `draft` (hf-assistant,
+    engine-draft-model), the slowest on a CPU.
 
     Sampling is at temperature 1.0 with top-k and top-p off in every mode, so all sample the same
-    distribution. Engine drafters are built fresh for each call (no memory carried between runs)."""
+    distribution. Engine drafters are built fresh for each call (no memory carried between runs). Each
+    engine mode runs next to its transformers counterpart, so their ratio is of two adjacent runs."""
     import torch
 
-    from specnotes import engine
-    from specnotes.drafter_table import TimedDrafter
+    from specnotes.drafter_table import engine_mode
     from specnotes.drafters import Drafter, DraftModel, EarlyExit, PromptLookup, Suffix
     from specnotes.env import to_model
     from specnotes.models import _quiet_transformers
@@ -137,21 +141,18 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
             return Output(out[0, ids.shape[1]:].tolist())
         return run
 
-    def own(make, kk=k):
-        def run(ids, do_sample, seed):
-            drafter = TimedDrafter(make())
-            res = engine.generate(target, drafter, ids, max_new_tokens, k=kk, do_sample=do_sample, seed=seed)
-            return Output(res.tokens, res, drafter.seconds)
-        return run
+    def own(make):
+        return engine_mode(target, make, max_new_tokens, k)
 
     out = {
         "plain": hf(),
         "engine-no-draft": own(Drafter),  # the base drafter drafts nothing: the engine's own overhead
         "hf-prompt-lookup": hf(prompt_lookup_num_tokens=10),
-        "hf-assistant": hf(assistant_model=draft),
         "engine-prompt-lookup": own(PromptLookup),
-        "engine-draft-model": own(lambda: DraftModel(draft)),
     }
+    if draft_model:
+        out["hf-assistant"] = hf(assistant_model=draft)
+        out["engine-draft-model"] = own(lambda: DraftModel(draft))
     if extra:
         out["engine-suffix"] = own(Suffix)
         from specnotes.drafters.early_exit import committed_path
@@ -172,50 +173,30 @@ class Costs:
 
 def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats: int = 5) -> Costs:
     """Prefill time, decode step time and the verify-width cost curve at this prompt's context, for
-    widths 1, 2, 3, 4, 6, 8, 12, 16, 24, 33 (up to max_width; interpolated between them). The widths are
-    timed interleaved, `repeats` rounds of all of them, and each takes its median, so a slow moment of
-    the machine cannot bend the curve."""
-    import time
-
+    widths 1, 2, 3, 4, 6, 8, 12, 16, 24, 33 (up to max_width; interpolated between them). timing.pass_times
+    times the prompt pass and the widths interleaved, after a warm-up round, `repeats` rounds of all of
+    them, and each takes its median, so a slow moment of the machine cannot bend the curve."""
     import torch
 
     from specnotes.env import device_of
-    from specnotes.passes import forward_pass
-    from specnotes.timing import fits, prompt_tensor, sync
+    from specnotes.timing import Pass, cache_of, fits, pass_times, prompt_tensor, random_ids
 
     max_width = checks.whole(max_width, "max_width", scalar=True)
     context_extra = checks.whole(context_extra, "context_extra", low=0, scalar=True)
     repeats = checks.whole(repeats, "repeats", scalar=True)
     prompt_tensor(ids, "ids", target)
     fits(target, ids.shape[1] + context_extra + max_width, "the prompt + context_extra + max_width")
-    device = device_of(target)
-    ids = ids.to(device)
+    ids = ids.to(device_of(target))
     grid = sorted({w for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33) if w <= max_width} | {max_width})
-    gen = torch.Generator().manual_seed(0)
-    extra = torch.randint(target.config.vocab_size, (1, context_extra + max(grid)), generator=gen).to(device)
-    prefill, times = [], {w: [] for w in grid}
-    with torch.inference_mode():
-        for rep in range(repeats + 1):  # round 0 is a warm-up
-            sync(device)
-            start = time.perf_counter()
-            _, cache = forward_pass(target, ids, keep=1)
-            sync(device)
-            if rep:
-                prefill.append(time.perf_counter() - start)
-            if context_extra:
-                _, cache = forward_pass(target, extra[:, :context_extra], cache)
-            for w in grid:
-                sync(device)
-                start = time.perf_counter()
-                forward_pass(target, extra[:, context_extra:context_extra + w], cache)
-                sync(device)
-                if rep:
-                    times[w].append(time.perf_counter() - start)
-                cache.crop(-w)
-    med = [float(np.median(times[w])) for w in grid]
+    extra = random_ids(target, (1, context_extra + max(grid)), torch.Generator().manual_seed(0))
+    cache = cache_of(target, torch.cat([ids, extra[:, :context_extra]], dim=1))
+    passes = {"prefill": Pass(ids, keep=1),
+              **{w: Pass(extra[:, context_extra:context_extra + w], cache) for w in grid}}
+    times = pass_times(target, passes, repeats, warmup=1)
+    med = [times[w].median for w in grid]
     curve = np.interp(np.arange(max_width + 1), grid, med) / med[0]
     curve[0] = 0.0
-    return Costs(float(np.median(prefill)), med[0], curve.tolist())
+    return Costs(times["prefill"].median, med[0], curve.tolist())
 
 
 def _group(samples, mode, kind, sampling):
@@ -265,68 +246,153 @@ def _checked(samples, costs) -> list:
     return samples
 
 
-def summarize(samples, costs: dict, k: int = 3) -> list[dict]:
-    """One record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
+@dataclass
+class Prediction:
+    """An engine mode's speedup predicted from its own trace and the measured costs (see _prediction),
+    with notebook 05's formula at the pooled α and c beside it, and the engine's overhead per round."""
+
+    predicted_speedup: float
+    predicted_tokens_per_s: float
+    formula_speedup: float
+    alpha: float  # accepted / judged drafts, pooled
+    alpha_by_position: list[float]
+    mean_draft: float  # tokens per round that drafted
+    c_per_token: float  # drafting time per drafted token, in decode steps
+    verify_cost_at_mean: float  # a pass of mean_draft + 1 positions, in decode steps
+    round_overhead_ms: float
+
+
+@dataclass
+class Record:
+    """One (mode, prompt kind, sampling) of the round-robin: medians over repeats, summed over the kind's
+    prompts, measured against plain decoding of the same prompts in the same round-robin."""
+
+    mode: str
+    prompt_kind: str
+    sampling: str  # "greedy" or "sample"
+    prompts: int
+    new_tokens: int
+    seconds: float  # the sum over the prompts of each one's median time
+    seconds_by_repeat: list[float]  # repeat r: the sum over the prompts of their r-th run
+    tokens_per_s: float
+    tokens_per_s_spread: tuple[float, float]  # (slowest, fastest) repeat
+    decode_tokens_per_s: float  # leaving out the prompt passes
+    target_calls: int
+    tokens_per_call: float
+    speedup: float  # tokens/s over plain's
+    identical_to_plain: bool | None  # greedy: the same tokens as plain greedy; None when sampling
+    first_difference: int | None  # greedy: the first position where they differ, if they do
+    prediction: Prediction | None  # engine modes that draft; None for the others
+
+
+RESOLVED = 0.10  # a ratio is resolved when its repeats agree within 10% and sit on one side of 1
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """a's tokens/s over b's, from the same round-robin, repeat by repeat (repeat r of both was timed at
+    the same moment, so a slow minute of the machine cancels): the median and the range of the
+    per-repeat ratios."""
+
+    median: float
+    low: float
+    high: float
+    repeats: int
+
+    @property
+    def resolved(self) -> bool:
+        """True when this size supports the ratio: two or more repeats, all on the same side of 1, and
+        spread by at most RESOLVED of the median. A run that is not resolved says nothing about
+        which one is faster."""
+        return (self.repeats >= 2 and (self.low > 1 or self.high < 1)
+                and self.high - self.low <= RESOLVED * self.median)
+
+    def __str__(self) -> str:
+        """The ratio and its range; a ratio that is not resolved is not printed, only its range."""
+        spread = f"repeats {self.low:.2f}–{self.high:.2f}×"
+        if self.resolved:
+            return f"{self.median:.2f}× ({spread})"
+        why = "one repeat" if self.repeats < 2 else spread
+        return f"not resolved at this size ({why})"
+
+
+def ratio(a: Record, b: Record) -> Ratio:
+    """a's throughput over b's (records of the same prompt kind and sampling from one summarize)."""
+    if (a.prompt_kind, a.sampling) != (b.prompt_kind, b.sampling):
+        raise ValueError(f"ratio compares records of the same prompts: {a.mode} is {a.prompt_kind}, "
+                         f"{a.sampling} and {b.mode} is {b.prompt_kind}, {b.sampling}")
+    each = [(a.new_tokens / sa) / (b.new_tokens / sb)
+            for sa, sb in zip(a.seconds_by_repeat, b.seconds_by_repeat, strict=True)]
+    return Ratio(float(np.median(each)), min(each), max(each), len(each))
+
+
+class _Timed(NamedTuple):
+    """One (mode, kind, sampling)'s samples reduced: prompts, tokens, medians summed, per repeat."""
+
+    prompts: list[int]
+    first: dict  # prompt -> its first Sample
+    tokens: int
+    seconds: float
+    by_repeat: np.ndarray
+    calls: int
+
+
+def _timed(group) -> _Timed:
+    prompts = sorted({s.prompt for s in group})
+    runs = {i: [s.seconds for s in group if s.prompt == i] for i in prompts}
+    first = {i: next(s for s in group if s.prompt == i) for i in prompts}
+    # repeat r of the kind: the r-th sample of each of its prompts (in any order of the samples)
+    return _Timed(prompts, first, sum(len(first[i].output.tokens) for i in prompts),
+                  sum(float(np.median(runs[i])) for i in prompts), np.sum([runs[i] for i in prompts], axis=0),
+                  sum(first[i].target_calls for i in prompts))
+
+
+def _predicted(key, timed: dict, costs: dict) -> Prediction | None:
+    """An engine mode's Prediction, with the engine's own overhead per round measured by engine-no-draft
+    (one round per token: what a round costs beyond the forward pass). None for modes that do not draft
+    through the engine."""
+    mode, kind, sampling = key
+    t = timed[key]
+    outputs = [t.first[i].output for i in t.prompts if t.first[i].output.result is not None]
+    if not outputs or mode == "engine-no-draft":
+        return None
+    kind_costs = [costs[kind][i] for i in t.prompts]
+    calib = timed.get(("engine-no-draft", kind, sampling))
+    overhead = 0.0
+    if calib is not None:  # the first round is the prompt pass; each later one a decode step
+        step = float(np.mean([c.step_s for c in kind_costs]))
+        prefill = sum(c.prefill_s for c in kind_costs)
+        steps = calib.tokens - len(calib.prompts)
+        overhead = max((calib.seconds - prefill - steps * step) / calib.tokens, 0.0)
+    plain = timed["plain", kind, sampling]
+    return Prediction(**_prediction(outputs, kind_costs, overhead, plain.tokens / plain.seconds),
+                      round_overhead_ms=1e3 * overhead)
+
+
+def summarize(samples, costs: dict, k: int = 3) -> list[Record]:
+    """One Record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
     costs: prompt kind -> list of Costs, one per prompt."""
     from specnotes.timing import first_difference
 
     samples = _checked(samples, costs)
-    records = []
     keys = list(dict.fromkeys((s.mode, s.prompt_kind, s.sampling) for s in samples))
+    timed = {key: _timed(_group(samples, *key)) for key in keys}
+    records = []
     for mode, kind, sampling in keys:
-        group = _group(samples, mode, kind, sampling)
-        prompts = sorted({s.prompt for s in group})
-        med = {i: float(np.median([s.seconds for s in group if s.prompt == i])) for i in prompts}
-        first = {i: next(s for s in group if s.prompt == i) for i in prompts}
-        tokens = sum(len(first[i].output.tokens) for i in prompts)
-        seconds = sum(med.values())
-        calls = sum(first[i].target_calls for i in prompts)
-        # repeat r of the kind: the r-th sample of each of its prompts (in any order of the samples)
-        per_rep = np.sum([[s.seconds for s in group if s.prompt == i] for i in prompts], axis=0)
-        prefill = sum(costs[kind][i].prefill_s for i in prompts)
-        rec = {
-            "mode": mode, "prompt_kind": kind, "sampling": sampling, "prompts": len(prompts),
-            "new_tokens": tokens, "seconds": seconds,
-            "tokens_per_s": tokens / seconds,
-            "tokens_per_s_spread": [float(tokens / per_rep.max()), float(tokens / per_rep.min())],
-            "decode_tokens_per_s": (tokens - len(prompts)) / max(seconds - prefill, 1e-9),
-            "target_calls": calls, "tokens_per_call": tokens / max(calls, 1),
-            "speedup": None, "predicted_speedup": None, "formula_speedup": None,
-            "identical_to_plain": None, "first_difference": None,
-            "alpha": None, "alpha_by_position": None, "mean_draft": None, "c_per_token": None,
-        }
-        rec["_engine"] = [first[i].output for i in prompts if first[i].output.result is not None]
-        records.append(rec)
-    for rec in records:  # engine modes: predicted from α and costs, with the engine's measured overhead
-        runs, kind = rec.pop("_engine"), rec["prompt_kind"]
-        if not runs or rec["mode"] == "engine-no-draft":
-            continue
-        kind_costs = [costs[kind][i] for i in range(rec["prompts"])]
-        calib = next((r for r in records if r["mode"] == "engine-no-draft" and r["prompt_kind"] == kind
-                      and r["sampling"] == rec["sampling"]), None)
-        overhead = 0.0
-        if calib is not None:  # one round per token: what a round costs beyond the forward pass
-            # (the first round is the prompt pass; each later one a decode step)
-            step = float(np.mean([c.step_s for c in kind_costs]))
-            prefill = sum(c.prefill_s for c in kind_costs)
-            steps = calib["new_tokens"] - calib["prompts"]
-            overhead = max((calib["seconds"] - prefill - steps * step) / calib["new_tokens"], 0.0)
-        plain = next(r for r in records if r["mode"] == "plain" and r["prompt_kind"] == kind
-                     and r["sampling"] == rec["sampling"])
-        rec.update(_prediction(runs, kind_costs, overhead, plain["tokens_per_s"]))
-        rec["round_overhead_ms"] = 1e3 * overhead
-    for rec in records:  # speedup and identity against plain in the same round-robin
-        plain = next(r for r in records if r["mode"] == "plain" and r["prompt_kind"] == rec["prompt_kind"]
-                     and r["sampling"] == rec["sampling"])
-        rec["speedup"] = rec["tokens_per_s"] / plain["tokens_per_s"]
-        if rec["sampling"] == "greedy":
-            mine = _group(samples, rec["mode"], rec["prompt_kind"], "greedy")
-            ref = _group(samples, "plain", rec["prompt_kind"], "greedy")
-            diffs = [first_difference(next(s for s in mine if s.prompt == i).output.tokens,
-                                      next(s for s in ref if s.prompt == i).output.tokens)
-                     for i in range(rec["prompts"])]
-            rec["identical_to_plain"] = all(d is None for d in diffs)
-            rec["first_difference"] = next((d for d in diffs if d is not None), None)
+        t, plain = timed[mode, kind, sampling], timed["plain", kind, sampling]
+        prefill = sum(costs[kind][i].prefill_s for i in t.prompts)
+        diffs = [first_difference(t.first[i].output.tokens, plain.first[i].output.tokens) for i in t.prompts]
+        greedy = sampling == "greedy"
+        records.append(Record(
+            mode, kind, sampling, len(t.prompts), t.tokens, t.seconds, t.by_repeat.tolist(),
+            tokens_per_s=t.tokens / t.seconds,
+            tokens_per_s_spread=(float(t.tokens / t.by_repeat.max()), float(t.tokens / t.by_repeat.min())),
+            decode_tokens_per_s=(t.tokens - len(t.prompts)) / max(t.seconds - prefill, 1e-9),
+            target_calls=t.calls, tokens_per_call=t.tokens / max(t.calls, 1),
+            speedup=(t.tokens / t.seconds) / (plain.tokens / plain.seconds),
+            identical_to_plain=all(d is None for d in diffs) if greedy else None,
+            first_difference=next((d for d in diffs if d is not None), None) if greedy else None,
+            prediction=_predicted((mode, kind, sampling), timed, costs)))
     return records
 
 
@@ -365,9 +431,11 @@ def _prediction(outputs, costs, overhead: float, plain_tokens_per_s: float) -> d
 
 def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: int = 3,
         samplings=("greedy", "sample"), prompts_per_kind: int | None = None, extra_modes: bool = True,
-        warmup: int = 1, cost_repeats: int = 5, progress: bool = True, loaded=None) -> dict:
+        warmup: int = 1, cost_repeats: int = 5, progress: bool = True, loaded=None,
+        draft_modes: bool = True) -> Report:
     """The whole suite: load, time every mode round-robin, measure costs, predict, summarize.
-    loaded: (target, tokenizer, draft) already in memory, instead of loading the plan's models."""
+    loaded: (target, tokenizer, draft) already in memory, instead of loading the plan's models.
+    extra_modes, draft_modes: modes(extra=..., draft_model=...)."""
     from specnotes import timing
     from specnotes.decode import prompt_ids
     from specnotes.env import device_of, environment, model_facts
@@ -387,22 +455,37 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
     ids = {kind: [prompt_ids(tokenizer, t, device=device_of(target)) for t in lst]
            for kind, lst in texts.items()}
-    all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes)
+    all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes, draft_model=draft_modes)
     samples = timing.round_robin(target, all_modes, ids, samplings, repeats, warmup=warmup,
                                 progress=progress)
     widest = max(1 + max((int(s.output.result.drafted_counts.max(initial=0)) for s in samples
                           if s.output.result is not None), default=0), 2)
     costs = {kind: [measure_costs(target, x, widest, repeats=cost_repeats) for x in lst]
              for kind, lst in ids.items()}
-    records = summarize(samples, costs, k)
     machine = {**environment().as_dict(), **model_facts(target)}  # what ran, not the default device
-    return {
-        "machine": machine, "fingerprint": fingerprint(machine), "plan": asdict(p),
-        "settings": {"max_new_tokens": max_new_tokens, "repeats": repeats, "warmup": warmup, "k": k,
-                     "prompts": texts, "samplings": list(samplings)},
-        "costs": {kind: [asdict(c) for c in lst] for kind, lst in costs.items()},
-        "runs": records,
-    }
+    settings = {"max_new_tokens": max_new_tokens, "repeats": repeats, "warmup": warmup, "k": k,
+                "prompts": texts, "samplings": list(samplings), "modes": list(all_modes)}
+    return Report(machine, fingerprint(machine), p, settings, costs, summarize(samples, costs, k))
+
+
+@dataclass
+class Report:
+    """What run() measured. as_dict() is its JSON form: bench/report.json and the reference runs."""
+
+    machine: dict
+    fingerprint: str
+    plan: Plan
+    settings: dict
+    costs: dict  # prompt kind -> list of Costs, one per prompt
+    runs: list[Record]
+
+    def find(self, mode: str, prompt_kind: str, sampling: str) -> Record | None:
+        """The record of one mode on one prompt kind and sampling, or None when it was not timed."""
+        return next((r for r in self.runs if (r.mode, r.prompt_kind, r.sampling) == (mode, prompt_kind,
+                                                                                        sampling)), None)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def _slug(value) -> str:
@@ -423,21 +506,21 @@ def fingerprint(machine: dict) -> str:
             f"{_slug(machine['dtype'])}")
 
 
-def markdown(report: dict) -> str:
-    m = report["machine"]
+def markdown(report: Report) -> str:
+    m, settings = report.machine, report.settings
     head = (f"{m['device']} ({m['device_name']}), {m['dtype']}, {m['threads']} threads, torch {m['torch']}, "
-            f"transformers {m['transformers']}; target {report['plan']['target']}, draft "
-            f"{report['plan']['draft']}; up to {report['settings']['max_new_tokens']} new tokens, "
-            f"{report['settings']['repeats']} round-robin repeats (medians).\n\n")
+            f"transformers {m['transformers']}; target {report.plan.target}, draft {report.plan.draft}; up "
+            f"to {settings['max_new_tokens']} new tokens, {settings['repeats']} round-robin repeats "
+            "(medians).\n\n")
     lines = ["| prompt | sampling | mode | tokens/s | ×plain | predicted | tokens/call | α | same as plain |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
-    for r in report["runs"]:
-        pred = "" if r["predicted_speedup"] is None else f"{r['predicted_speedup']:.2f}×"
-        alpha = "" if r["alpha"] is None else f"{r['alpha']:.2f}"
-        same = "" if r["identical_to_plain"] is None else (
-            "yes" if r["identical_to_plain"] else f"no (from token {r['first_difference']})")
-        lines.append(f"| {r['prompt_kind']} | {r['sampling']} | {r['mode']} | {r['tokens_per_s']:.1f} | "
-                     f"{r['speedup']:.2f}× | {pred} | {r['tokens_per_call']:.2f} | {alpha} | {same} |")
+    for r in report.runs:
+        pred, alpha = ("", "") if r.prediction is None else (f"{r.prediction.predicted_speedup:.2f}×",
+                                                             f"{r.prediction.alpha:.2f}")
+        same = "" if r.identical_to_plain is None else (
+            "yes" if r.identical_to_plain else f"no (from token {r.first_difference})")
+        lines.append(f"| {r.prompt_kind} | {r.sampling} | {r.mode} | {r.tokens_per_s:.1f} | "
+                     f"{r.speedup:.2f}× | {pred} | {r.tokens_per_call:.2f} | {alpha} | {same} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -468,9 +551,16 @@ def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> 
     return path
 
 
-def save_reference(report: dict, folder: Path | None = None, force: bool = False) -> Path:
-    """Write `report` as the reference of its machine (data/reference_runs/<fingerprint>.json), atomically:
-    notebook 07 reads these files, and a run killed half-way must leave the old one whole."""
+def _as_json(report) -> dict:
+    """A Report's JSON form; a dict is taken to be one already (a reference read back from its file)."""
+    return report.as_dict() if isinstance(report, Report) else report
+
+
+def save_reference(report: Report | dict, folder: Path | None = None, force: bool = False) -> Path:
+    """Write `report` (a Report, or its JSON form) as the reference of its machine
+    (data/reference_runs/<fingerprint>.json), atomically: notebook 07 reads these files, and a run
+    killed half-way must leave the old one whole."""
+    report = _as_json(report)
     problem = _unreadable(report)
     if problem is not None:
         raise ValueError(f"this report cannot be a reference: {problem} (live.run makes a whole one)")
@@ -524,10 +614,12 @@ def references(folder: Path | None = None) -> list[dict]:
     return refs
 
 
-def side_by_side(report: dict, refs: list[dict], sampling: str = "greedy") -> str:
-    """Markdown: speedup over plain per mode and prompt kind, this machine next to each reference."""
+def side_by_side(report: Report | dict, refs: list[dict], sampling: str = "greedy") -> str:
+    """Markdown: speedup over plain per mode and prompt kind, this machine (a Report, or its JSON form)
+    next to each reference (as references() reads them)."""
     from specnotes.timing import check_samplings
 
+    report = _as_json(report)
     if not isinstance(refs, (list, tuple)):
         raise TypeError(f"refs must be a list of reports (live.references()), got a {type(refs).__name__}")
     check_samplings((sampling,))

@@ -140,40 +140,18 @@ def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
 def measure_grid(model, batches=(1, 2, 4, 8, 16, 32), tokens=(1, 2, 4, 8), context: int = 128,
                  repeats: int = 3, progress: bool = True) -> dict:
     """Median seconds of one forward pass for each (batch, tokens): `batch` sequences with `context`
-    cached positions each, then `tokens` new ones. Cells are timed interleaved, repeat by repeat, so a
-    slow moment of a shared machine spreads over all of them instead of bending one."""
-    import time
-
+    cached positions each, then `tokens` new ones. timing.pass_times times the cells interleaved, repeat
+    by repeat, so a slow moment of a shared machine spreads over all of them instead of bending one."""
     import torch
-    from tqdm.auto import tqdm
 
-    from specnotes.env import device_of
-    from specnotes.passes import forward_pass
-    from specnotes.timing import sync
+    from specnotes.timing import Pass, cache_of, pass_times, random_ids
 
     batches = [int(b) for b in np.atleast_1d(checks.whole(batches, "batches"))]
     tokens = [int(t) for t in np.atleast_1d(checks.whole(tokens, "tokens"))]
     context, repeats = checks.whole(context, "context", scalar=True), checks.whole(repeats, "repeats",
                                                                                     scalar=True)
-    device = device_of(model)
     gen = torch.Generator().manual_seed(0)
-    vocab = model.config.vocab_size
-    cells = [(b, t) for b in batches for t in tokens]
-    samples = {cell: [] for cell in cells}
-    with torch.inference_mode():
-        caches = {}
-        for b in batches:
-            ctx = torch.randint(vocab, (b, context), generator=gen).to(device)
-            _, caches[b] = forward_pass(model, ctx, keep=1)
-        new = {cell: torch.randint(vocab, cell, generator=gen).to(device) for cell in cells}
-        for rep in tqdm(range(repeats + 1), desc="batch x tokens grid", disable=not progress):
-            for cell in cells:  # round 0 warms up every shape
-                b, t = cell
-                sync(device)
-                start = time.perf_counter()
-                forward_pass(model, new[cell], caches[b], keep=t)
-                sync(device)
-                if rep:
-                    samples[cell].append(time.perf_counter() - start)
-                caches[b].crop(-t)
-    return {cell: float(np.median(v)) for cell, v in samples.items()}
+    caches = {b: cache_of(model, random_ids(model, (b, context), gen)) for b in batches}
+    cells = {(b, t): Pass(random_ids(model, (b, t), gen), caches[b], keep=t) for b in batches for t in tokens}
+    times = pass_times(model, cells, repeats, warmup=1, progress=progress, desc="batch x tokens grid")
+    return {cell: t.median for cell, t in times.items()}

@@ -1,6 +1,9 @@
-"""Honest timing: warm-up, repeats, median and spread, CUDA synchronized; forward-pass step times.
+"""Honest timing: warm-up, repeats, median and spread, CUDA synchronized. Two harnesses, each the only
+one of its kind: pass_times times forward passes over a KV cache (time_forward, live.measure_costs,
+serving.measure_grid), and round_robin times whole generations, mode after mode (notebook 07's suite
+and notebook 06's drafter table).
 
-05 measures the draft cost c with it; 01, 07 and `make bench` build on it.
+05 measures the draft cost c with it; 01, 06, 07, 08 and `make bench` build on it.
 """
 
 from __future__ import annotations
@@ -58,31 +61,87 @@ def time_call(fn: Callable[[], object], repeats: int = 7, warmup: int = 2, devic
     return Timing(np.asarray(runs))
 
 
-def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, warmup: int = 2) -> Timing:
-    """Time one forward pass over `tokens` new positions on top of a KV cache of `context` positions
-    (the cache is cropped back after every pass, so each run sees the same context; context 0 times
-    the pass with no cache at all, as a prompt's first pass runs)."""
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass to time: `ids`, (B, T) new positions on top of `cache` (None: no cache, as a
+    prompt's first pass runs), keeping the logits of the last `keep` rows (None: all T)."""
+
+    ids: object
+    cache: object = None
+    keep: int | None = None
+
+
+def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progress: bool = False,
+               desc: str = "passes") -> dict:
+    """name -> Timing of each forward pass in `passes` (name -> Pass): every pass over a KV cache in the
+    package (time_forward, live.measure_costs, serving.measure_grid) is timed here.
+
+    The passes are timed interleaved: `warmup` untimed rounds of all of them, then `repeats` timed
+    rounds, so a slow moment of a shared machine spreads over every pass instead of bending one. Each
+    pass's cache is cropped back after it, so every run sees the same context, and passes may share a
+    cache. CUDA is synchronized around each pass."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from specnotes.env import device_of
+    from specnotes.passes import crop, forward_pass
+
+    repeats = checks.whole(repeats, "repeats", scalar=True)
+    warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
+    if not isinstance(passes, Mapping) or not passes:
+        raise ValueError(f"passes must be a non-empty dict of name -> timing.Pass, got {passes!r}")
+    for name, p in passes.items():
+        if not isinstance(p, Pass):
+            raise TypeError(f"passes[{name!r}] must be a timing.Pass, got a {type(p).__name__}")
+    device = device_of(model)
+    runs = {name: [] for name in passes}
+    with torch.inference_mode():
+        for rep in tqdm(range(-warmup, repeats), desc=desc, disable=not progress):
+            for name, p in passes.items():
+                sync(device)
+                start = time.perf_counter()
+                forward_pass(model, p.ids, p.cache, keep=p.keep)
+                sync(device)
+                if rep >= 0:
+                    runs[name].append(time.perf_counter() - start)
+                if p.cache is not None:
+                    crop(p.cache, p.ids.shape[1])
+    return {name: Timing(np.asarray(seconds)) for name, seconds in runs.items()}
+
+
+def random_ids(model, shape, generator):
+    """Random token ids of `shape` on the model's device: what a pass is timed on (the ids do not change
+    the time of a pass, only their number does)."""
+    import torch
+
+    from specnotes.env import device_of
+
+    return torch.randint(model.config.vocab_size, tuple(shape), generator=generator).to(device_of(model))
+
+
+def cache_of(model, ids):
+    """The KV cache of one pass over `ids` (B, T): the context a timed pass then runs on."""
     import torch
 
     from specnotes.passes import forward_pass
 
+    with torch.inference_mode():
+        return forward_pass(model, ids, keep=1)[1]
+
+
+def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, warmup: int = 2) -> Timing:
+    """Time one forward pass over `tokens` new positions on top of a KV cache of `context` positions
+    (pass_times crops the cache back after every pass, so each run sees the same context; context 0
+    times the pass with no cache at all, as a prompt's first pass runs)."""
+    import torch
+
     context = checks.whole(context, "context", low=0, scalar=True)
     tokens = checks.whole(tokens, "tokens", scalar=True)
     fits(model, context + tokens, "context + tokens")
-    device = next(model.parameters()).device
-    vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    prompt = torch.randint(vocab, (1, context), generator=gen).to(device)
-    new = torch.randint(vocab, (1, tokens), generator=gen).to(device)
-    with torch.inference_mode():
-        cache = forward_pass(model, prompt)[1] if context else None
-
-        def step():
-            forward_pass(model, new, cache)
-            if cache is not None:
-                cache.crop(-tokens)
-
-        return time_call(step, repeats, warmup, device)
+    prompt, new = random_ids(model, (1, context), gen), random_ids(model, (1, tokens), gen)
+    cache = cache_of(model, prompt) if context else None
+    return pass_times(model, {"pass": Pass(new, cache)}, repeats, warmup)["pass"]
 
 
 # --------------------------------------------------------------------------- the round-robin harness
@@ -175,8 +234,11 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     so a slow moment of a shared machine hits all modes alike.
 
     modes: name -> fn(input_ids, do_sample: bool, seed: int) -> Output. prompts: kind -> list of (1, T)
-    input ids. The target's forward calls are counted with a hook on `model`. Warm-up runs (one per mode
-    and prompt by default) are not recorded. `device` (the one to synchronize) defaults to the model's."""
+    input ids. The target's forward calls are counted with a hook on `model`. Before the timed repeats,
+    `warmup` untimed runs of every mode on the first prompt, in each sampling, pay the first-call costs
+    (lazy set-up, the allocator, transformers' generation config): a mode's first run is not a sample of
+    its speed, and a whole warm-up round over every prompt would only add minutes. `device` (the one to
+    synchronize) defaults to the model's."""
     from tqdm.auto import tqdm
 
     from specnotes.env import device_of
@@ -202,24 +264,25 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
             prompt_tensor(ids, f"prompts[{kind!r}][{i}]", model)
     jobs = [(s, kind, i, ids) for s in samplings
             for kind, lst in prompts.items() for i, ids in enumerate(lst)]
+    first = next(iter(prompts))
+    warm = [(s, first, 0, prompts[first][0]) for s in samplings] * warmup
+    runs = [(-1, job) for job in warm] + [(rep, job) for rep in range(repeats) for job in jobs]
     samples = []
-    total = (warmup + repeats) * len(jobs) * len(modes)
     quiet = {} if progress else {"disable": True}
-    with tqdm(total=total, desc="timing", **quiet) as bar:
-        for rep in range(-warmup, repeats):
-            for s, kind, i, ids in jobs:
-                for name, fn in modes.items():
-                    with CountCalls(model) as calls:
-                        sync(device)
-                        start = time.perf_counter()
-                        out = fn(ids, s == "sample", seed)  # same seed each repeat: same work
-                        sync(device)
-                        seconds = time.perf_counter() - start
-                    if not isinstance(out, Output):
-                        raise TypeError(f"mode {name!r} returned a {type(out).__name__}; a mode must return "
-                                        "timing.Output(tokens), with the engine's Result and the drafting "
-                                        "seconds for an engine mode")
-                    if rep >= 0:
-                        samples.append(Sample(name, kind, i, s, seconds, calls.n, out))
-                    bar.update()
+    with tqdm(total=len(runs) * len(modes), desc="timing", **quiet) as bar:
+        for rep, (s, kind, i, ids) in runs:
+            for name, fn in modes.items():
+                with CountCalls(model) as calls:
+                    sync(device)
+                    start = time.perf_counter()
+                    out = fn(ids, s == "sample", seed)  # same seed each repeat: same work
+                    sync(device)
+                    seconds = time.perf_counter() - start
+                if not isinstance(out, Output):
+                    raise TypeError(f"mode {name!r} returned a {type(out).__name__}; a mode must return "
+                                    "timing.Output(tokens), with the engine's Result and the drafting "
+                                    "seconds for an engine mode")
+                if rep >= 0:
+                    samples.append(Sample(name, kind, i, s, seconds, calls.n, out))
+                bar.update()
     return samples

@@ -48,3 +48,37 @@ def test_the_bench_names_only_trained_drafters_with_both_alpha_and_speed():
     assert "α ≥ 0.5 and a speedup above 1 on free-form text: eagle-lite." in line
     slow = [drafter_table.Run(**{**vars(r), "seconds": r.seconds * 2}) for r in runs]
     assert "free-form text: none." in bench.best_line(drafter_table.free_form(slow))
+
+
+class _Words:
+    """A tokenizer of the tiny model: each word's length is its token id (no chat template)."""
+
+    eos_token_id = None
+    chat_template = None
+
+    def __call__(self, text, return_tensors="pt"):
+        import torch
+
+        return {"input_ids": torch.tensor([[len(w) for w in text.split()]])}
+
+
+def test_the_table_is_timed_round_robin_with_a_warm_up_of_every_drafter():
+    from specnotes import models
+    from specnotes.drafters import PromptLookup
+
+    made = []
+
+    def make():
+        made.append(1)
+        return PromptLookup()
+
+    prompts = [{"kind": "story", "text": "a bb a bb a bb ccc"}, {"kind": "copy", "text": "dddd a bb a bb"},
+               {"kind": "story", "text": "ee ffffff a"}]
+    runs = drafter_table.run(models.tiny_llama(seed=0, layers=1), _Words(), {"pl": make}, prompts,
+                             max_new_tokens=6, k=2, progress=False, repeats=2, warmup=1)
+    assert len(made) == 1 + 2 * 3  # one warm-up run, then each prompt in each repeat
+    assert [(r.drafter, r.kind, r.prompt) for r in runs] == [("pl", "story", 0), ("pl", "copy", 1),
+                                                             ("pl", "story", 2)]  # in the prompts' order
+    assert all(r.identical and r.new_tokens == 6 and r.seconds > 0 and r.plain_seconds > 0 for r in runs)
+    with pytest.raises(ValueError, match="plain"):
+        drafter_table.run(None, _Words(), {"plain": make}, prompts)

@@ -72,33 +72,61 @@ def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
         fake("plain", "copy", 0, 4.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
         fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
     ]
-    recs = {r["mode"]: r for r in live.summarize(samples, costs)}
-    assert recs["plain"]["tokens_per_s"] == pytest.approx(4 / 3.0)  # median of 2 and 4
-    assert recs["fast"]["speedup"] == pytest.approx(3.0)
-    assert recs["fast"]["identical_to_plain"] and recs["fast"]["tokens_per_call"] == 2
-    assert recs["wrong"]["identical_to_plain"] is False and recs["wrong"]["first_difference"] == 2
-    assert recs["fast"]["predicted_speedup"] is None  # not an engine mode: nothing to predict from
+    recs = {r.mode: r for r in live.summarize(samples, costs)}
+    assert recs["plain"].tokens_per_s == pytest.approx(4 / 3.0)  # median of 2 and 4
+    assert recs["plain"].seconds_by_repeat == [2.0, 4.0] and recs["plain"].tokens_per_s_spread == (1.0, 2.0)
+    assert recs["fast"].speedup == pytest.approx(3.0)
+    assert recs["fast"].identical_to_plain and recs["fast"].tokens_per_call == 2
+    assert recs["wrong"].identical_to_plain is False and recs["wrong"].first_difference == 2
+    assert recs["fast"].prediction is None  # not an engine mode: nothing to predict from
+    # repeat by repeat, fast ran 2x then 4x plain: a range of 2x, not resolved, though the median says 3x
+    r = live.ratio(recs["fast"], recs["plain"])
+    assert (r.median, r.low, r.high, r.repeats, r.resolved) == (3.0, 2.0, 4.0, 2, False)
+    assert str(r) == "not resolved at this size (repeats 2.00–4.00×)"
+
+
+@pytest.mark.parametrize("each, resolved", [
+    ([1.20, 1.25, 1.22], True), ([1.20, 1.40, 1.30], False),  # spread 20% of the median
+    ([0.97, 1.05, 1.01], False),  # on both sides of 1: not even the sign is known
+    ([0.80, 0.84, 0.82], True), ([1.5], False),  # one repeat has no spread to judge by
+])
+def test_a_ratio_is_resolved_only_when_its_repeats_agree_on_the_side_of_one_and_within_ten_percent(
+        each, resolved):
+    r = live.Ratio(float(np.median(each)), min(each), max(each), len(each))
+    assert r.resolved is resolved
+    assert ("not resolved" in str(r)) is not resolved
+    assert (f"{r.median:.2f}×" in str(r)) is resolved  # an unresolved ratio is not printed as a number
+
+
+def test_ratio_pairs_the_repeats_of_two_records_of_the_same_prompts():
+    recs = {r.mode: r for r in live.summarize([fake("plain", "copy", 0, 2.0, [1, 2]),
+                                               fake("fast", "copy", 0, 1.0, [1, 2])], COSTS)}
+    assert live.ratio(recs["fast"], recs["plain"]).median == pytest.approx(2.0)
+    other = live.Record(**{**vars(recs["plain"]), "sampling": "sample"})
+    with pytest.raises(ValueError, match="same prompts"):
+        live.ratio(recs["fast"], other)
 
 
 def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
     report = live.run(max_new_tokens=12, repeats=1, samplings=("greedy", "sample"), prompts_per_kind=1,
                          extra_modes=False, warmup=0, cost_repeats=1, progress=False)
-    runs = report["runs"]
-    need = {"mode", "prompt_kind", "sampling", "tokens_per_s", "tokens_per_call", "speedup",
-            "predicted_speedup", "identical_to_plain"}
-    assert all(need <= set(r) for r in runs)
+    runs = report.runs
+    assert all(isinstance(r, live.Record) for r in runs)
     modes = {"plain", "hf-prompt-lookup", "hf-assistant", "engine-no-draft", "engine-prompt-lookup",
              "engine-draft-model"}
-    assert {(r["mode"], r["prompt_kind"], r["sampling"]) for r in runs} == {
+    assert {(r.mode, r.prompt_kind, r.sampling) for r in runs} == {
         (m, k, s) for m in modes for k in ("copy", "free") for s in ("greedy", "sample")}
-    greedy = [r for r in runs if r["sampling"] == "greedy"]
-    assert all(r["identical_to_plain"] for r in greedy)
-    assert all(r["identical_to_plain"] is None for r in runs if r["sampling"] == "sample")
-    predicted = {r["mode"] for r in runs if r["predicted_speedup"] is not None}
+    greedy = [r for r in runs if r.sampling == "greedy"]
+    assert all(r.identical_to_plain for r in greedy)
+    assert all(r.identical_to_plain is None for r in runs if r.sampling == "sample")
+    predicted = {r.mode for r in runs if r.prediction is not None}
     assert predicted == {"engine-prompt-lookup", "engine-draft-model"}  # no-draft is the calibration
-    assert all(r["round_overhead_ms"] >= 0 for r in runs if r["mode"] in predicted)
-    assert report["machine"]["threads"] >= 1 and report["machine"]["torch"]
+    assert all(r.prediction.round_overhead_ms >= 0 for r in runs if r.mode in predicted)
+    assert report.machine["threads"] >= 1 and report.machine["torch"]
     assert "| copy | greedy | engine-prompt-lookup |" in live.markdown(report)
+    as_json = json.loads(json.dumps(report.as_dict()))  # bench/report.json and the references
+    assert as_json["runs"][0]["mode"] == runs[0].mode and as_json["plan"]["target"] == report.plan.target
+    assert "this machine" in live.side_by_side(report, [as_json])
 
 
 def test_on_a_gpu_the_plan_is_the_seed_pair_in_bf16(monkeypatch):
@@ -113,10 +141,8 @@ def test_on_a_gpu_the_plan_is_the_seed_pair_in_bf16(monkeypatch):
 
 
 def test_the_timer_synchronizes_the_device_it_is_given(monkeypatch):
-    import specnotes.decode
-
     seen = []
-    monkeypatch.setattr(specnotes.decode, "sync", lambda device: seen.append(device))
+    monkeypatch.setattr(timing, "sync", lambda device: seen.append(device))
     timing.round_robin(TINY, {"one": lambda ids, s, seed: Output([0])}, {"copy": [torch.tensor([[1, 2]])]},
                       ("greedy",), repeats=1, warmup=0, device="cuda", progress=False)
     assert seen == ["cuda", "cuda"]  # before and after the timed call
@@ -232,13 +258,19 @@ def test_every_report_writer_writes_atomically():
         assert "write_atomic(" in source, rel
 
 
-def fake_report(fp):
+def record(mode="plain", new_tokens=20, seconds_by_repeat=(1.0,)):
+    """A live.Record of one copy prompt, greedy, identical to plain, nothing predicted."""
+    seconds = float(np.median(seconds_by_repeat))
+    rate = new_tokens / seconds
+    return live.Record(mode, "copy", "greedy", 1, new_tokens, seconds, list(seconds_by_repeat), rate,
+                       (rate, rate), rate, new_tokens, 1.0, 1.0, True, None, None)
+
+
+def fake_report(fp, runs=None):
     machine = {"device": "cpu", "device_name": "x", "dtype": "float32", "threads": 2, "torch": "t",
                "transformers": "t"}
-    rep = {**reference(fp), "machine": machine, "plan": {"target": "t", "draft": "d"},
-           "settings": {"max_new_tokens": 4, "repeats": 1}}
-    rep["runs"][0].update(predicted_speedup=None, alpha=None, identical_to_plain=True, tokens_per_call=1.0)
-    return rep
+    return live.Report(machine, fp, live.Plan("cpu", "float32", "t", "d", "test"),
+                       {"max_new_tokens": 4, "repeats": 1}, {}, runs or [record()])
 
 
 def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_path, monkeypatch, capsys):
@@ -261,12 +293,25 @@ def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_
         bench_live.main(["--save-reference"])
     said = capsys.readouterr().err
     assert committed.name in said and "--force" in said
-    new = fake_report(fp)
-    new["runs"][0]["tokens_per_s"] = 99.0
+    new = fake_report(fp, [record(new_tokens=99)])
     monkeypatch.setattr(live, "run", lambda *a, **k: new)
     assert bench_live.main(["--save-reference", "--force"]) == 0
     assert json.loads(committed.read_text())["runs"][0]["tokens_per_s"] == 99.0
-    assert json.loads((tmp_path / "bench" / "report.json").read_text()) == new
+    assert json.loads((tmp_path / "bench" / "report.json").read_text()) == json.loads(
+        json.dumps(new.as_dict()))
+
+
+@pytest.mark.parametrize("engine, said", [
+    ((1.0, 1.02, 0.98), "= 1.22× (repeats 1.20–1.25×), identical tokens: True"),
+    ((1.0, 1.1, 0.9), "= not resolved at this size (repeats 1.11–1.36×), identical tokens: True"),
+])
+def test_bench_live_prints_an_engine_over_transformers_ratio_only_where_its_repeats_resolve_it(engine, said):
+    from tests.notebook_utils import tool
+
+    hf = (1.22, 1.224, 1.225)  # seconds by repeat: each engine repeat is timed against its hf repeat
+    runs = [record("hf-prompt-lookup", 50, hf), record("engine-prompt-lookup", 50, engine)]
+    lines = tool("bench_live").engine_vs_hf(fake_report("cpu-x-2t-float32", runs))
+    assert lines == [f"- copy, greedy: engine prompt lookup / transformers prompt lookup {said}"]
 
 
 NAN, INF = float("nan"), float("inf")

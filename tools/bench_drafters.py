@@ -2,7 +2,8 @@
 
 `make bench` runs it and writes bench/drafters.json and bench/drafters.md. For each prompt, plain greedy
 decoding and every drafter run back to back (round-robin), so speedups are ratios measured at the same
-moment; every run is also checked to give plain greedy's tokens.
+moment, after a warm-up run of each (drafter_table.run times them with timing.round_robin); every run is
+also checked to give plain greedy's tokens.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ def main() -> int:
     prompts = [p for kind in KINDS
                for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
     drafters = drafter_table.default_drafters(target)
-    drafter_table.run(target, tokenizer, {"warm-up": drafters["prompt-lookup"]}, prompts[:1], 8, K,
-                      progress=False)
     start = time.perf_counter()
     runs = drafter_table.run(target, tokenizer, drafters, prompts, max_new_tokens=max_new_tokens, k=K)
     rows = drafter_table.table(runs)

@@ -141,7 +141,7 @@ def sixteen_bit(target, tokenizer, draft, tiny: bool, n: int) -> dict:
                             "loaded", "gpu_smoke: the models in memory")
         report = live.run(plan, max_new_tokens=n, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=1, cost_repeats=2, progress=False, loaded=(target, tokenizer, draft))
-        return {"runs": report["runs"], "costs": report["costs"]}
+        return {key: report.as_dict()[key] for key in ("runs", "costs")}
 
     timed("live_timings", live)
     batches, tokens = ((1, 2), (1, 4)) if tiny else ((1, 4, 16, 64), (1, 2, 4, 8))
