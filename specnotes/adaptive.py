@@ -148,7 +148,7 @@ class AdaptiveK(Drafter):
         if not isinstance(drafter, Drafter):
             raise TypeError(f"drafter must be a drafter object such as DraftModel(draft), got {drafter!r}")
         self.drafter, self.schedule = drafter, schedule
-        self.model, self.needs = drafter.model, drafter.needs
+        self.vocab_size, self.needs = drafter.vocab_size, drafter.needs
         self.name = schedule.name
 
     def reset(self, prompt: list[int]) -> None:

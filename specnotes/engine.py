@@ -146,8 +146,8 @@ def start(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample
     if not drafter.needs <= frozenset(("predictions", "states")):
         raise ValueError(f"{type(drafter).__name__}.needs may name 'predictions' and 'states', got "
                          f"{sorted(drafter.needs)}")
-    if drafter.model is not None and drafter.model.config.vocab_size != vocab:
-        raise ValueError(f"the draft model's vocabulary ({drafter.model.config.vocab_size} tokens) differs "
+    if drafter.vocab_size is not None and drafter.vocab_size != vocab:
+        raise ValueError(f"the draft model's vocabulary ({drafter.vocab_size} tokens) differs "
                          f"from the target's ({vocab}); drafts must use the target's tokenizer")
     if eos_token_id is None:
         config = target.generation_config if hasattr(target, "generation_config") else None

@@ -38,6 +38,7 @@ def without_pip(monkeypatch):
 
     monkeypatch.setattr(wheel, "_have_pip", lambda: False)
 
+
 @pytest.fixture
 def empty_index(tmp_path, monkeypatch, without_pip):
     """No pip, and an index that has no file of the pinned version: every download fails, offline."""
@@ -45,12 +46,216 @@ def empty_index(tmp_path, monkeypatch, without_pip):
 
     monkeypatch.setenv("PIP_INDEX_URL", fake_index(tmp_path / "empty-index"))
 
+
+# --------------------------------------------------------------------------- tiny models and prompts
+
+class Tiny:
+    """Random-weight stand-ins, built once per session: `target` (4 layers, 256 tokens) with a prompt that
+    repeats itself (so lookups find something), and for the calibrated sampling tests a 6-token target
+    small enough that every 3-token continuation's exact probability can be enumerated."""
+
+    LENGTH, TEMPERATURE, N_SAMPLES = 3, 1.0, 1000
+
+    def __init__(self):
+        import torch
+
+        from specnotes import models, stats
+
+        self.target = models.tiny_llama(seed=0, layers=4)
+        self.prompt = torch.tensor([[5, 9, 2, 77, 5, 9, 2, 31, 5, 9]])
+        self.small_target = models.tiny_llama(seed=3, vocab_size=6, layers=2)
+        self.small_draft = models.tiny_llama(seed=4, vocab_size=6, layers=1, hidden_size=32)
+        self.small_prompt = torch.tensor([[3, 1, 4, 1, 3, 1, 4, 1]])  # it repeats: lookups find drafts
+        self.exact = stats.exact_first_tokens(self.small_target, self.small_prompt, self.LENGTH,
+                                              self.TEMPERATURE)
+
+    @staticmethod
+    def greedy(model, ids, n, eos=None) -> list[int]:
+        """transformers' own greedy continuation: the reference every drafter must reproduce."""
+        import torch
+
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                             pad_token_id=model.config.pad_token_id, eos_token_id=eos)
+        return out[0, ids.shape[1]:].tolist()
+
+    def sampled(self, make, seed0=0, n=None, k=2, temperature=None, **kwargs):
+        """(n, LENGTH) first tokens of n sampled speculative generations on the small target."""
+        import numpy as np
+
+        from specnotes import engine
+
+        temperature = self.TEMPERATURE if temperature is None else temperature
+        return np.array([engine.generate(self.small_target, make(), self.small_prompt, self.LENGTH, k=k,
+                                         do_sample=True, temperature=temperature, seed=seed0 + i,
+                                         eos_token_id=-1, **kwargs).tokens
+                         for i in range(n or self.N_SAMPLES)])
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    return Tiny()
+
+
+# --------------------------------------------------------------------------- the drafter registry
+# Every drafter of the package, each built for a given target: random-weight helpers (noisy, so nothing
+# is accidentally the identity) on the tiny targets, the committed trained weights on the real model.
+# A test that takes `drafter_name` runs once per entry; build the drafter with make_drafter(name, target).
+
+_HELPERS: dict = {}
+
+
+def _once(target, what, build):
+    """One helper model per target and kind, built the first time it is asked for (the sampling tests
+    build a fresh drafter 2,000 times)."""
+    key = (id(target), what)
+    if key not in _HELPERS:
+        _HELPERS[key] = build()
+    return _HELPERS[key]
+
+
+def noisy(module, seed=0, scale=0.05):
+    """Perturb a freshly initialised module's trainable weights, as a little training would."""
+    import torch
+
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(seed)
+        for p in module.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn(p.shape, generator=gen) * scale)
+    return module
+
+
+def _draft_lm(target, real):
+    from specnotes import models
+    from specnotes.drafters import load_distilled_draft
+
+    if real:
+        return _once(target, "distilled", lambda: load_distilled_draft(target))
+    return _once(target, "draft", lambda: models.tiny_llama(seed=1, vocab_size=target.config.vocab_size,
+                                                            layers=1, hidden_size=32))
+
+
+def _exit(target, real):
+    from specnotes.drafters import EarlyExit
+    from specnotes.drafters.early_exit import exit_model
+
+    if real:
+        return EarlyExit(target, adapter="trained")
+
+    def build():
+        import torch
+
+        model = exit_model(target, 1, rank=8)
+        with torch.no_grad():
+            model.model.norm.up.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+        return model
+
+    return EarlyExit(target, 1, adapter=_once(target, "exit", build))
+
+
+def _heads(target, real):
+    from specnotes.drafters.medusa import load_medusa_heads, new_heads
+
+    if real:
+        return _once(target, "heads", lambda: load_medusa_heads(target))
+    return _once(target, "heads", lambda: noisy(new_heads(target, 3)))
+
+
+def _eagle(target, real, **kwargs):
+    from specnotes.drafters import EagleLite
+    from specnotes.drafters.eagle import new_model
+
+    if real:
+        return EagleLite(target, **kwargs)
+    return EagleLite(target, model=_once(target, "eagle", lambda: noisy(new_model(target))), **kwargs)
+
+
+def _top_k_tree(target, real):
+    from specnotes import surgery
+
+    top_k_tree = _once(None, "TopKTree", _top_k_tree_class)
+    return top_k_tree(_once(target, "truncated", lambda: surgery.truncated(target, 1)))
+
+
+def _top_k_tree_class():
+    from specnotes import tree
+    from specnotes.drafters import Draft, Drafter
+
+    class TopKTree(Drafter):
+        """A tree drafter for tests: a small model's greedy chain, branching into its top-`width` tokens at
+        each depth (Medusa's tree shape, built from a real model's guesses)."""
+
+        def __init__(self, draft, widths=(3, 2, 1)):
+            self.draft, self.widths = draft, widths
+
+        def propose(self, tokens, k, sampler):
+            import torch
+
+            seq, candidates = list(tokens), []
+            with torch.no_grad():
+                for width in self.widths[:k]:
+                    logits = self.draft(torch.tensor([seq], device=self.draft.device)).logits[0, -1]
+                    top = torch.topk(logits, width).indices.tolist()
+                    candidates.append(top)
+                    seq.append(top[0])
+            t = tree.static_tree(candidates, tree.default_choices(self.widths[:k]))
+            return Draft(t.tokens, None, t.parents)
+
+    return TopKTree
+
+
+def _registry():
+    from specnotes import adaptive
+    from specnotes.drafters import DraftModel, Lookahead, Medusa, PromptLookup, RandomTree, Suffix
+
+    return {
+        # chain drafters with a real q
+        "draft model": lambda t, real: DraftModel(_draft_lm(t, real)),
+        "draft model, confidence stop": lambda t, real: DraftModel(_draft_lm(t, real), stop_below=0.3),
+        "early exit + adapter": _exit,
+        "adaptive k (heuristic) draft model": lambda t, real: adaptive.AdaptiveK(
+            DraftModel(_draft_lm(t, real)), adaptive.Heuristic(start=2)),
+        # point-mass chains
+        "prompt lookup": lambda t, real: PromptLookup(),
+        "prompt lookup, fixed length": lambda t, real: PromptLookup(adaptive=False, num_tokens=4),
+        "suffix": lambda t, real: Suffix(),
+        "lookahead": lambda t, real: Lookahead(),
+        "adaptive k (fixed) lookahead": lambda t, real: adaptive.AdaptiveK(Lookahead(), adaptive.Fixed(3)),
+        "eagle-lite": lambda t, real: _eagle(t, real, k=3),
+        "eagle-lite + gate": lambda t, real: _eagle(t, real, k=2, min_confidence=0.2),
+        # trees
+        "medusa (1,)": lambda t, real: Medusa(t, heads=_heads(t, real), widths=(1,)),
+        "medusa (3, 2, 2)": lambda t, real: Medusa(t, heads=_heads(t, real), widths=(3, 2, 2)),
+        "random tree": lambda t, real: RandomTree(t.config.vocab_size, (3, 2, 1), seed=1),
+        "top-k tree of a truncated target": _top_k_tree,
+    }
+
+
+def make_drafter(name, target, real=False):
+    """A fresh drafter of the registry entry `name` for `target` (real=True: the committed weights)."""
+    return _registry()[name](target, real)
+
+
+DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + adapter",
+                 "adaptive k (heuristic) draft model", "prompt lookup", "prompt lookup, fixed length",
+                 "suffix", "lookahead", "adaptive k (fixed) lookahead", "eagle-lite", "eagle-lite + gate",
+                 "medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
+WITH_Q = DRAFTER_NAMES[:4]  # the drafters that report a sampled q (the rest draft point masses)
+TREES = ("medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
+
+
+def pytest_generate_tests(metafunc):
+    if "drafter_name" in metafunc.fixturenames:
+        metafunc.parametrize("drafter_name", DRAFTER_NAMES)
+
+
 @pytest.fixture
 def drafter_cache(monkeypatch, tmp_path):
     """A throwaway SPECNOTES_CACHE (nothing here touches the real ~/.cache/specnotes); returns the folder
     where teacher targets, hidden states and quick-trained drafters are cached."""
     monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
     return tmp_path / "drafters"
+
 
 @pytest.fixture
 def damage():
@@ -66,4 +271,3 @@ def damage():
         path.write_bytes(bytes(data))
 
     return damage
-

@@ -28,9 +28,11 @@ from specnotes import (
     models,
     mtp,
     numerics,
+    passes,
     readouts,
     roofline,
     rules,
+    sampling,
     serving,
     stats,
     store,
@@ -43,7 +45,16 @@ from specnotes import (
     viz_speed,
     widgets,
 )
-from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
+from specnotes.drafters import (
+    DraftModel,
+    EagleLite,
+    EarlyExit,
+    Lookahead,
+    Medusa,
+    PromptLookup,
+    RandomTree,
+    Suffix,
+)
 from specnotes.drafters.eagle import new_model
 from specnotes.drafters.early_exit import exit_model
 from specnotes.drafters.medusa import new_heads
@@ -215,13 +226,12 @@ one("engine.generate", "drafter", "another vocabulary",
     lambda: engine.generate(TINY, DraftModel(models.tiny_llama(vocab_size=300)), IDS, 5), names="vocabulary")
 bad("stats.exact_first_tokens", "length", {**WHOLE, "huge": 5}, lambda v: stats.exact_first_tokens(TINY, IDS, v))
 bad("stats.exact_first_tokens", "temperature", POSITIVE, lambda v: stats.exact_first_tokens(TINY, IDS, 1, v))
-bad("engine.Sampler", "temperature", POSITIVE, lambda v: engine.Sampler(do_sample=True, temperature=v))
+bad("sampling.Sampler", "temperature", POSITIVE, lambda v: sampling.Sampler(do_sample=True, temperature=v))
 bad("decode.plain_generate", "max_new_tokens", WHOLE, lambda v: decode.plain_generate(TINY, IDS, v))
 bad("decode.plain_generate", "temperature", POSITIVE,
     lambda v: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=v))
-bad("decode.forward_pass", "keep", {k: v for k, v in WHOLE.items() if k != "None"}, lambda v: decode.forward_pass(TINY, IDS, keep=v))
-bad("tree.generate", "max_new_tokens", WHOLE, lambda v: tree.generate(TINY, None, IDS, v))
-one("tree.generate", "rule", "unknown", lambda: tree.generate(TINY, None, IDS, 4, rule="greedy-ish"))
+bad("passes.forward_pass", "keep", {k: v for k, v in WHOLE.items() if k != "None"}, lambda v: passes.forward_pass(TINY, IDS, keep=v))
+one("engine.generate", "rule", "unknown", lambda: engine.generate(TINY, RandomTree(256), IDS, 4, rule="greedy-ish"))
 bad("numerics.verify_vs_steps", "k", WHOLE, lambda v: numerics.verify_vs_steps(TINY, IDS, v))
 bad("numerics.first_divergence", "max_new_tokens", WHOLE,
     lambda v: numerics.first_divergence(TINY, IDS, PromptLookup(), max_new_tokens=v))
@@ -269,8 +279,6 @@ bad("rules.emitted_distribution", "p", DISTRIBUTION, lambda v: rules.emitted_dis
 RNG = np.random.default_rng(0)
 bad("engine.generate", "drafter", {"None": None, "the class, not an instance": PromptLookup, "text": "prompt lookup"},
     lambda v: engine.generate(TINY, v, IDS, 5))
-one("engine.generate", "drafter", "a tree drafter", lambda: engine.generate(TINY, Medusa(TINY, heads=new_heads(TINY)),
-                                                                              IDS, 5), names="tree.generate")
 bad("engine.generate", "eos_token_id", {"text": "x", "fractional": 1.5, "past the vocabulary": 300,
                                         "a list with one bad id": [5, 999]},
     lambda v: engine.generate(TINY, PromptLookup(), IDS, 5, eos_token_id=v))
@@ -370,9 +378,9 @@ one("drafter_table.table", "runs", "a run that took no time", lambda: drafter_ta
 one("viz_speed.plot_arrivals", "series", "a one-token result", lambda: viz_speed.plot_arrivals({"plain": [0.1]}))
 bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
     lambda v: tree.static_tree([[1, 2, 3]], v))
-bad("tree.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: tree.RandomTree(v))
-bad("tree.RandomTree", "widths", {"wider than the vocabulary": (300,)}, lambda v: tree.RandomTree(256, widths=v))
-one("tree.generate", "rule", "typical when greedy", lambda: tree.generate(TINY, tree.RandomTree(256), IDS, 4, rule="typical"))
+bad("drafters.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: RandomTree(v))
+bad("drafters.RandomTree", "widths", {"wider than the vocabulary": (300,)}, lambda v: RandomTree(256, widths=v))
+one("engine.generate", "rule", "typical when greedy", lambda: engine.generate(TINY, RandomTree(256), IDS, 4, rule="typical"))
 bad("stats.token_marginals", "vocab", {"zero": 0}, lambda v: stats.token_marginals(EXACT, v, 2))
 bad("stats.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size": np.full(8, 1 / 8)},
     lambda v: stats.token_marginals(v, 4, 2))

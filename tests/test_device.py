@@ -22,7 +22,7 @@ import re
 import pytest
 import torch
 
-from specnotes import distill, drafter_table, engine, env, live, models, numerics, serving, tree
+from specnotes import distill, drafter_table, engine, env, live, models, numerics, passes, serving
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.drafters.eagle import new_model
@@ -94,14 +94,10 @@ def every_path(target, draft, tokenizer) -> dict:
     ids = prompt_ids(tokenizer, TEXT)
     out = {"plain": plain_generate(target, ids, N).tokens,
            "plain sampled": plain_generate(target, ids, N, do_sample=True, seed=3).tokens}
-    for name, make in chain_drafters(target, draft).items():
+    for name, make in {**chain_drafters(target, draft), **tree_drafters(target)}.items():
         out[name] = engine.generate(target, make(), ids, N, k=3, eos_token_id=-1).tokens
         out[f"{name} sampled"] = engine.generate(target, make(), ids, N, k=3, do_sample=True, seed=3,
                                                  eos_token_id=-1).tokens
-    for name, make in tree_drafters(target).items():
-        out[name] = tree.generate(target, make(), ids, N, eos_token_id=-1).tokens
-        out[f"{name} sampled"] = tree.generate(target, make(), ids, N, do_sample=True, seed=3,
-                                               eos_token_id=-1).tokens
     return out
 
 
@@ -202,18 +198,17 @@ def test_every_path_runs_on_a_second_device_and_matches_the_cpu_token_for_token(
 
 def test_ids_left_on_the_cpu_are_caught_a_planted_bug(tokenizer, monkeypatch):
     """Plant the bug the device rule exists for: the verify pass builds its ids on the CPU."""
-    def planted_verify_pass(target, cache, last_token, drafted, uncached=()):
-        from specnotes.decode import forward_pass
-
+    def planted_chain_pass(target, cache, last_token, drafted, uncached=()):
         ids = torch.tensor([[*uncached, last_token, *drafted]])  # no device=: the planted bug
-        return forward_pass(target, ids, cache, keep=len(drafted) + 1)
+        logits, cache = passes.forward_pass(target, ids, cache, keep=len(drafted) + 1)
+        return logits[0], cache
 
     target, _ = wide_pair()
     ids = prompt_ids(tokenizer, TEXT)
     with virtual_device():
         target = target.to(VIRTUAL)
         assert engine.generate(target, PromptLookup(), ids, 8).tokens  # the real one runs
-        monkeypatch.setattr(engine, "verify_pass", planted_verify_pass)
+        monkeypatch.setattr(passes, "chain_pass", planted_chain_pass)
         with pytest.raises(RuntimeError, match="same device"):
             engine.generate(target, PromptLookup(), ids, 8)
 
@@ -226,13 +221,13 @@ def test_a_module_built_on_the_cpu_is_caught(tokenizer, monkeypatch):
     ids = prompt_ids(tokenizer, TEXT)
     with virtual_device():
         target = target.to(VIRTUAL)
-        assert tree.generate(target, Medusa(target, heads=new_heads(target, 2), widths=(1,), n_heads=2),
-                             ids, 8).tokens
+        assert engine.generate(target, Medusa(target, heads=new_heads(target, 2), widths=(1,), n_heads=2),
+                               ids, 8).tokens
         monkeypatch.setattr(medusa, "new_heads",
                             lambda t, n=3: medusa.MedusaHeads(t, n).to(env.dtype_of(t)))
         with pytest.raises(RuntimeError, match="same device"):
-            tree.generate(target, Medusa(target, heads=medusa.new_heads(target, 2), widths=(1,), n_heads=2),
-                          ids, 8)
+            engine.generate(target, Medusa(target, heads=medusa.new_heads(target, 2), widths=(1,), n_heads=2),
+                            ids, 8)
 
 
 def test_an_implicit_host_copy_is_caught(tokenizer, monkeypatch):

@@ -1,6 +1,7 @@
-"""Notebook 06's drafters: greedy identity (tiny models and the real one), the calibrated sampling test for
-every drafter with a real q (and a planted wrong-q bug that fails it), the suffix trie against brute-force
-counts, the lookahead pool, and the distilled draft inside transformers' own assisted generation."""
+"""Every drafter through the one loop, from the registry in tests/conftest.py: greedy identity on a tiny
+model and on the real one, the calibrated sampling test, and a planted wrong-q bug that the same test must
+flag; then each drafter's own mechanics (lookup lengths, the suffix trie, the lookahead pool, the EAGLE
+confidence gate, Medusa's tree depth) and the trained drafters against their untrained starting points."""
 
 from collections import Counter
 
@@ -8,40 +9,50 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, stats
+from specnotes import engine, prompts, stats
+from specnotes import tree as trees
 from specnotes.decode import prompt_ids
-from specnotes.drafters import DraftModel, EarlyExit, Lookahead, Suffix, load_distilled_draft
-from specnotes.drafters.early_exit import exit_model
-from specnotes.prompts import prompt_set
-from specnotes.surgery import student
-from tests.test_engine import EXACT, PROMPT, SMALL_TARGET, TARGET, hf_greedy, sampled
+from specnotes.drafters import (
+    Draft,
+    Drafter,
+    DraftModel,
+    EagleLite,
+    EarlyExit,
+    Feedback,
+    Lookahead,
+    Medusa,
+    PromptLookup,
+    Suffix,
+    load_distilled_draft,
+)
+from tests.conftest import TREES, WITH_Q, make_drafter
+
+# --------------------------------------------------------------------------- the registry, every drafter
 
 
-def noisy_exit(target, n_layers):
-    """An exit model whose adapter is not the identity, as after training."""
-    model = exit_model(target, n_layers, rank=8)
-    with torch.no_grad():
-        model.model.norm.up.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
-    return model
+def test_the_registry_holds_every_drafter_the_package_exports():
+    import specnotes.drafters as d
+    from specnotes import adaptive
+    from tests.conftest import DRAFTER_NAMES, _registry, make_drafter
 
+    assert set(DRAFTER_NAMES) == set(_registry())
+    from specnotes import models
 
-TINY = {
-    "suffix": Suffix,
-    "suffix, short drafts": lambda: Suffix(max_tokens=2, min_prob=0.0),
-    "lookahead": Lookahead,
-    "lookahead, 2-grams, no window": lambda: Lookahead(n=2, window=0),
-    "early exit": lambda: EarlyExit(TARGET, 2),
-    "early exit + adapter": lambda: EarlyExit(TARGET, 2, adapter=noisy_exit(TARGET, 2)),
-    "distilled-style student": lambda: DraftModel(student(TARGET, (0, 3))),
-}
+    target = models.tiny_llama(seed=0, layers=4)
+    built = {type(make_drafter(name, target)) for name in DRAFTER_NAMES}
+    exported = {getattr(d, n) for n in d.__all__ if isinstance(getattr(d, n), type)
+                and issubclass(getattr(d, n), Drafter) and getattr(d, n) is not Drafter}
+    missing = exported - built - {EarlyExit} | ({adaptive.AdaptiveK} - built)
+    assert not missing, f"drafters with no registry entry: {sorted(c.__name__ for c in missing)}"
 
 
 @pytest.mark.parametrize("k", [1, 4])
-@pytest.mark.parametrize("drafter", list(TINY))
-def test_greedy_equals_the_targets_own_greedy_on_tiny_models(drafter, k):
-    reference = hf_greedy(TARGET, PROMPT, 40)
-    result = engine.generate(TARGET, TINY[drafter](), PROMPT, 40, k=k, eos_token_id=-1)
+def test_greedy_equals_the_targets_own_greedy_on_a_tiny_model(tiny, drafter_name, k):
+    reference = tiny.greedy(tiny.target, tiny.prompt, 30)
+    result = engine.generate(tiny.target, make_drafter(drafter_name, tiny.target), tiny.prompt, 30, k=k,
+                             eos_token_id=-1)
     assert result.tokens == reference
+    assert all(r.accepted <= len(r.drafted) for r in result.trace)
 
 
 REAL_TEXTS = {
@@ -50,110 +61,105 @@ REAL_TEXTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def real_drafters(real):
-    model, _ = real
-    distilled = load_distilled_draft(model)
-    return {
-        "suffix": Suffix, "lookahead": Lookahead,
-        "early exit": lambda: EarlyExit(model),
-        "early exit + trained adapter": lambda: EarlyExit(model, adapter="trained"),
-        "distilled draft": lambda: DraftModel(distilled),
-    }
-
-
 @pytest.mark.parametrize("kind", list(REAL_TEXTS))
-def test_every_drafter_keeps_greedy_identity_on_the_real_model(real, real_drafters, kind):
+def test_greedy_equals_transformers_greedy_on_the_real_model(real, tiny, drafter_name, kind):
     model, tokenizer = real
     ids = prompt_ids(tokenizer, REAL_TEXTS[kind])
-    reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
-    reference = reference[0, ids.shape[1]:].tolist()
-    for name, make in real_drafters.items():
-        result = engine.generate(model, make(), ids, 24, k=3)
-        assert result.tokens == reference, name
+    reference = tiny.greedy(model, ids, 24, eos=model.generation_config.eos_token_id)
+    result = engine.generate(model, make_drafter(drafter_name, model, real=True), ids, 24, k=3)
+    assert result.tokens == reference
 
 
-@pytest.mark.parametrize("kind", list(REAL_TEXTS))
-def test_tree_drafters_keep_greedy_identity_on_the_real_model(real, kind):
-    """Medusa's trees (several shapes, tree attention mask, KV compaction) and EagleLite's chains, with
-    the committed weights, against transformers' own greedy output."""
-    from specnotes import tree
-    from specnotes.drafters import EagleLite, Medusa
-    from specnotes.drafters.medusa import load_medusa_heads
-
-    model, tokenizer = real
-    ids = prompt_ids(tokenizer, REAL_TEXTS[kind])
-    reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
-    reference = reference[0, ids.shape[1]:].tolist()
-    heads = load_medusa_heads(model)
-    for widths in ((1,), (3, 2, 2), (4, 1, 1)):
-        result = tree.generate(model, Medusa(model, heads=heads, widths=widths), ids, 24)
-        assert result.tokens == reference, widths
-    assert tree.generate(model, EagleLite(model, k=3), ids, 24).tokens == reference
-    assert tree.generate(model, EagleLite(model, k=2, vocab=4096), ids, 24).tokens == reference
+def test_sampled_tokens_follow_the_targets_exact_distribution(tiny, drafter_name):
+    rows = tiny.sampled(lambda: make_drafter(drafter_name, tiny.small_target))
+    _, p_value = stats.chi2_test(rows, tiny.exact)
+    assert p_value > stats.FLAG_P  # false alarms: 1 in a million
 
 
-def test_the_distilled_draft_works_as_a_transformers_assistant_model(real):
-    model, tokenizer = real
-    draft = load_distilled_draft(model)
-    ids = prompt_ids(tokenizer, "Write a Python function that reverses a list.")
-    kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False)
-    plain = model.generate(ids, **kwargs)
-    assisted = model.generate(ids, assistant_model=draft, **kwargs)
-    assert assisted.tolist() == plain.tolist()
+class ReportsUniformQ(Drafter):
+    """A planted bug: the wrapped drafter draws its tokens as it always does, then reports a flat q, so the
+    rejection rule divides by the wrong probability."""
 
+    def __init__(self, inner):
+        self.inner, self.needs, self.vocab_size = inner, inner.needs, inner.vocab_size
 
-def test_the_trained_drafters_beat_their_untrained_starting_points(real):
-    """Training did something: on held-out free-form prompts the trained exit accepts more than the raw
-    exit, and the distilled draft accepts a real share of its drafts."""
-    model, tokenizer = real
-    prompts = [p for p in prompt_set("heldout") if p["kind"] == "story"][:2]
-    alphas = {}
-    makers = {"raw": lambda: EarlyExit(model), "adapter": lambda: EarlyExit(model, adapter="trained"),
-              "distilled": lambda: DraftModel(load_distilled_draft(model))}
-    for name, make in makers.items():
-        accepted = judged = 0
-        for p in prompts:
-            r = engine.generate(model, make(), prompt_ids(tokenizer, p["text"]), 32, k=3)
-            accepted += int(r.accepted_counts.sum())
-            judged += sum(x.judged for x in r.trace)
-        alphas[name] = accepted / judged
-    assert alphas["adapter"] > alphas["raw"] + 0.1, alphas
-    assert alphas["distilled"] > 0.2, alphas
-
-
-# --------------------------------------------------------------------------- sampling: q must be honest
-
-SMALL_EXIT = noisy_exit(SMALL_TARGET, 1)  # built once: the factories below run 2,000 times
-SMALL_STUDENT = student(SMALL_TARGET, (1,))
-SAMPLING = {
-    "early exit + adapter": lambda: EarlyExit(SMALL_TARGET, 1, adapter=SMALL_EXIT),
-    "distilled-style student": lambda: DraftModel(SMALL_STUDENT),
-    "lookahead": Lookahead,
-    "suffix": Suffix,
-}
-
-
-@pytest.mark.parametrize("drafter", list(SAMPLING))
-def test_sampled_tokens_follow_the_targets_exact_distribution(drafter):
-    _, p_value = stats.chi2_test(sampled(SAMPLING[drafter], seed0=50_000), EXACT)
-    assert p_value > stats.FLAG_P
-
-
-class WrongQ(DraftModel):
-    """A planted bug: the draft samples from q but reports a flattened q to the verifier."""
+    def reset(self, prompt):
+        self.inner.reset(prompt)
 
     def propose(self, tokens, k, sampler):
-        draft = super().propose(tokens, k, sampler)
-        return draft._replace(q=torch.full_like(draft.q, 1.0 / draft.q.shape[-1]))
+        draft = self.inner.propose(tokens, k, sampler)
+        vocab = sampler.probs(torch.zeros(1, 6)).shape[-1]
+        return Draft(draft.tokens, torch.full((len(draft.tokens), vocab), 1.0 / vocab))
+
+    def update(self, feedback):
+        self.inner.update(feedback)
 
 
-def test_a_drafter_that_misreports_q_fails_the_same_test():
-    _, p_value = stats.chi2_test(sampled(lambda: WrongQ(SMALL_EXIT), seed0=50_000), EXACT)
-    assert p_value < stats.FLAG_P
+def walk_that_forgets_rejections(tree, probs, uniform, draw):
+    """A planted bug in the tree rule: a rejected candidate is not removed from p before the next one is
+    tried or the final token is drawn (its point mass treated as if it had none: q = 0)."""
+    node, path = -1, []
+    while True:
+        p = probs[node + 1]
+        for child in tree.children(node):
+            if uniform() < float(p[tree.tokens[child]]):
+                path.append(child)
+                node = child
+                break
+        else:
+            return path, draw(p)
 
 
-# --------------------------------------------------------------------------- suffix trie and lookahead
+def test_a_planted_wrong_q_fails_the_same_test(tiny, drafter_name, monkeypatch):
+    if drafter_name in TREES:  # tree candidates are point masses: the bug lives in the walk
+        monkeypatch.setattr(trees, "walk_sampling", walk_that_forgets_rejections)
+        make = lambda: make_drafter(drafter_name, tiny.small_target)  # noqa: E731
+    else:
+        make = lambda: ReportsUniformQ(make_drafter(drafter_name, tiny.small_target))  # noqa: E731
+    _, p_value = stats.chi2_test(tiny.sampled(make, seed0=50_000), tiny.exact)
+    assert p_value < stats.FLAG_P, f"{drafter_name}: the planted bug was not flagged (p = {p_value:.2g})"
+
+
+def test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution(tiny):
+    """q must be the draft's *processed* distribution: temperature 0.7 and top-k 4 on both models."""
+    exact = stats.exact_first_tokens(tiny.small_target, tiny.small_prompt, tiny.LENGTH, 0.7, top_k=4)
+    rows = tiny.sampled(lambda: DraftModel(tiny.small_draft), seed0=10_000, temperature=0.7, top_k=4)
+    assert stats.chi2_test(rows, exact)[1] > stats.FLAG_P
+
+
+@pytest.mark.parametrize("name", WITH_Q)
+def test_a_drafter_with_q_is_checked_only_when_sampling(tiny, name):
+    drafter = make_drafter(name, tiny.target)
+    assert engine.generate(tiny.target, drafter, tiny.prompt, 10, k=3).tokens == tiny.greedy(
+        tiny.target, tiny.prompt, 10)
+
+
+# --------------------------------------------------------------------------- each drafter's mechanics
+
+
+def feedback(tokens, before, drafted, accepted, predictions=None):
+    return Feedback(list(tokens), before, list(drafted), accepted, predictions)
+
+
+def test_prompt_lookup_prefers_the_longest_tail_and_a_recent_full_match():
+    lookup = PromptLookup(max_ngram=3)
+    tokens = [1, 2, 3, 9, 9, 7, 2, 3, 4, 5, 6, 1, 2, 3]
+    assert lookup.lookup(tokens, 3) == [9, 9, 7]  # tail [1, 2, 3] matched at the start
+    assert lookup.lookup([4, 5, 6, 7, 4, 5, 8, 8, 8, 4, 5], 2) == [8, 8]  # the most recent [4, 5]
+    assert lookup.lookup([1, 2, 3], 4) == []
+
+
+def test_prompt_lookup_grows_after_full_acceptance_and_shrinks_after_a_miss():
+    lookup = PromptLookup(num_tokens=4, grow=4, max_tokens=12)
+    tokens = list(range(20)) * 3
+    lookup.reset(tokens)
+    draft = lookup.propose(tokens, k=1, sampler=None).tokens
+    assert len(draft) == 4  # its own length, not the engine's k
+    lookup.update(feedback(tokens, len(tokens), draft, 4))
+    draft = lookup.propose(tokens, k=1, sampler=None).tokens
+    assert len(draft) == 8
+    lookup.update(feedback(tokens, len(tokens), draft, 1))
+    assert len(lookup.propose(tokens, k=1, sampler=None).tokens) == 2
 
 
 def test_suffix_trie_counts_every_substring_like_brute_force():
@@ -176,49 +182,81 @@ def test_suffix_trie_counts_every_substring_like_brute_force():
 def test_suffix_follows_the_longest_match_and_remembers_earlier_outputs():
     s = Suffix(max_match=4, max_tokens=8, factor=2.0, min_prob=0.0)
     s.reset([1, 2, 3, 4, 5, 6, 9, 9, 1, 2])
-    assert s.propose([1, 2, 3, 4, 5, 6, 9, 9, 1, 2], 5).tokens == [3, 4, 5, 6]  # 2-token match: 4 tokens
-    s.update([1, 2, 3, 4, 5, 6, 9, 9, 1, 2, 3, 4], 2)
+    assert s.propose([1, 2, 3, 4, 5, 6, 9, 9, 1, 2], 5, None).tokens == [3, 4, 5, 6]  # 2-token match
+    s.update(feedback([1, 2, 3, 4, 5, 6, 9, 9, 1, 2, 3, 4], 10, [3, 4, 5, 6], 2))
     s.reset([7, 7])  # a new request: the last one's output [3, 4] is now history
-    assert s.propose([7, 7, 3], 5).tokens == [4]
+    assert s.propose([7, 7, 3], 5, None).tokens == [4]
     assert Suffix(remember=False).history.root == [0, {}]
 
 
 def test_lookahead_pool_holds_the_targets_predictions_and_chains_them():
     la = Lookahead(n=3, window=2)
     la.reset([1, 2, 3])
-    # drafts 10, 11; the target says 10 after (2, 3), 13 after (3, 10) and 12 after (10, 11)
-    la.observe([1, 2, 3], [3, 10, 11], [10, 13, 12])
+    # drafted 10, 11 after [1, 2, 3]; the target says 10 after (2, 3), 13 after (3, 10), 12 after (10, 11):
+    # 10 kept, 11 corrected to 13
+    la.update(feedback([1, 2, 3, 10, 13], 3, [10, 11], 1, predictions=[10, 13, 12]))
     assert la.pool == {(2, 3): 10, (3, 10): 13, (10, 11): 12}
-    assert la.propose([1, 2, 3], 5).tokens == [10, 13]  # chained until the pool has no entry
-    la.update([1, 2, 3, 10, 13], 1)  # 10 kept, 11 corrected to 13; the prediction past it is the guess
-    assert la.guess == [12]
+    assert la.guess == [12]  # the prediction past the correction is the next Jacobi guess
+    assert la.propose([1, 2, 3], 5, None).tokens == [10, 13]  # chained until the pool has no entry
 
 
-def test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text(real):
-    """The committed EagleLite is a trained one: on held-out story and qa prompts its one guess per round
-    is accepted far more often than an untrained EagleLite's, and the confidence gate raises α further."""
-    from specnotes import tree
-    from specnotes.drafters import EagleLite
-    from specnotes.drafters.eagle import new_model
+def test_adaptive_k_keeps_the_wrapped_drafters_needs(tiny):
+    from specnotes import adaptive
 
-    model, tokenizer = real
-    heldout = prompt_set("heldout")
-    prompts = [next(p for p in heldout if p["kind"] == kind) for kind in ("story", "qa")]
+    wrapped = adaptive.AdaptiveK(Lookahead(), adaptive.Fixed(3))
+    assert wrapped.needs == Lookahead.needs == {"predictions"}
+    engine.generate(tiny.target, wrapped, tiny.prompt, 20, eos_token_id=-1)
+    assert wrapped.drafter.pool  # the pool filled through the wrapper (it used to stay empty)
 
-    def alpha(make):
-        accepted = judged = 0
-        for p in prompts:
-            r = tree.generate(model, make(), prompt_ids(tokenizer, p["text"]), 48)
-            accepted += int(r.accepted_counts.sum())
-            judged += int(r.position_counts[0].sum())
-        return accepted / judged
 
-    untrained = new_model(model).eval()
-    alphas = {"untrained": alpha(lambda: EagleLite(model, model=untrained, k=1)),
-              "trained": alpha(lambda: EagleLite(model, k=1)),
-              "gated": alpha(lambda: EagleLite(model, k=1, min_confidence=0.3))}
-    assert alphas["trained"] > max(0.3, alphas["untrained"] + 0.2), alphas
-    assert alphas["gated"] > alphas["trained"] + 0.05, alphas
+def test_the_eagle_confidence_gate_keeps_identity_and_drafts_only_when_sure(tiny):
+    from tests.conftest import _eagle
+
+    reference = tiny.greedy(tiny.target, tiny.prompt, 30)
+    counts = {}
+    for gate in (0.0, 0.2, 0.99):
+        for k in (1, 3):
+            res = engine.generate(tiny.target, _eagle(tiny.target, False, k=k, min_confidence=gate),
+                                  tiny.prompt, 30, eos_token_id=-1)
+            assert res.tokens == reference, (gate, k)
+            counts[gate, k] = int(res.drafted_counts.sum())
+    # gate 0 never stops a draft; a gate near 1 leaves a random draft nothing it is sure of
+    assert counts[0.0, 3] > counts[0.2, 3] >= counts[0.99, 3] == 0 and counts[0.99, 1] == 0
+    with pytest.raises(ValueError, match="min_confidence"):
+        _eagle(tiny.target, False, min_confidence=1.0)
+
+
+def test_k_caps_eagle_lite_and_medusas_tree_depth(tiny):
+    from tests.conftest import _eagle, _heads
+
+    medusa = Medusa(tiny.target, heads=_heads(tiny.target, False), widths=(3, 2, 2))
+    for drafter in (medusa, _eagle(tiny.target, False, k=3)):
+        res = engine.generate(tiny.target, drafter, tiny.prompt, 30, k=1, eos_token_id=-1)
+        assert res.drafted_counts.max() == 1 and res.tokens == tiny.greedy(tiny.target, tiny.prompt, 30)
+
+
+def test_medusa_refuses_a_tree_deeper_than_its_heads(tiny):
+    from specnotes.drafters.medusa import new_heads
+
+    with pytest.raises(ValueError, match="widths"):
+        Medusa(tiny.target, heads=new_heads(tiny.target, 2), widths=(2, 2, 2))
+    with pytest.raises(ValueError, match="n_heads"):
+        new_heads(tiny.target, 0)
+
+
+def test_draft_model_rolls_its_own_cache_back(tiny):
+    from specnotes import models, surgery
+    from specnotes.passes import forward_pass
+
+    target = models.tiny_llama(seed=0, layers=4).double()  # float64: compare bookkeeping, not rounding
+    drafter = DraftModel(surgery.truncated(target, 2))
+    result = engine.generate(target, drafter, tiny.prompt, 30, k=6, eos_token_id=-1)
+    full = tiny.prompt[0].tolist() + result.tokens
+    assert drafter.cached <= len(full) - 1
+    with torch.no_grad():
+        _, fresh = forward_pass(drafter.model, torch.tensor([full[: drafter.cached]]))
+    for a, b in zip(drafter.cache.layers, fresh.layers, strict=True):
+        assert (a.keys - b.keys).abs().max() < 1e-5
 
 
 def test_bad_arguments_are_refused_clearly():
@@ -226,3 +264,71 @@ def test_bad_arguments_are_refused_clearly():
         Lookahead(n=1)
     with pytest.raises(ValueError, match="max_match"):
         Suffix(max_match=0)
+
+
+# --------------------------------------------------------------------------- the trained drafters, real model
+
+
+def test_the_distilled_draft_works_as_a_transformers_assistant_model(real):
+    model, tokenizer = real
+    draft = load_distilled_draft(model)
+    ids = prompt_ids(tokenizer, "Write a Python function that reverses a list.")
+    kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False)
+    plain = model.generate(ids, **kwargs)
+    assisted = model.generate(ids, assistant_model=draft, **kwargs)
+    assert assisted.tolist() == plain.tolist()
+
+
+def _alpha(model, tokenizer, make, texts, n=32, k=3):
+    accepted = judged = 0
+    for text in texts:
+        r = engine.generate(model, make(), prompt_ids(tokenizer, text), n, k=k)
+        accepted += int(r.accepted_counts.sum())
+        judged += sum(x.judged for x in r.trace)
+    return accepted / judged
+
+
+def test_the_trained_drafters_beat_their_untrained_starting_points(real):
+    """Training did something: on held-out free-form prompts the trained exit accepts more than the raw
+    exit, the distilled draft accepts a real share of its drafts, and the committed EagleLite's one guess
+    per round is accepted far more often than an untrained one's (the confidence gate raises α further)."""
+    from specnotes.drafters.eagle import new_model
+
+    model, tokenizer = real
+    heldout = prompts.prompt_set("heldout")
+    stories = [p["text"] for p in heldout if p["kind"] == "story"][:2]
+    free = [next(p["text"] for p in heldout if p["kind"] == kind) for kind in ("story", "qa")]
+    alphas = {name: _alpha(model, tokenizer, make, stories) for name, make in {
+        "raw exit": lambda: EarlyExit(model), "adapter": lambda: EarlyExit(model, adapter="trained"),
+        "distilled": lambda: DraftModel(load_distilled_draft(model))}.items()}
+    untrained = new_model(model).eval()
+    alphas |= {name: _alpha(model, tokenizer, make, free, n=48, k=1) for name, make in {
+        "untrained eagle": lambda: EagleLite(model, model=untrained, k=1),
+        "eagle": lambda: EagleLite(model, k=1),
+        "gated eagle": lambda: EagleLite(model, k=1, min_confidence=0.3)}.items()}
+    assert alphas["adapter"] > alphas["raw exit"] + 0.1, alphas
+    assert alphas["distilled"] > 0.2, alphas
+    assert alphas["eagle"] > max(0.3, alphas["untrained eagle"] + 0.2), alphas
+    assert alphas["gated eagle"] > alphas["eagle"] + 0.05, alphas
+
+
+def _random_windows(n=12, length=24, seed=0):
+    from specnotes import distill
+
+    rng = np.random.default_rng(seed)
+    return distill.Windows(rng.integers(0, 256, (n, length)), rng.integers(0, 256, (n, length)),
+                           np.ones((n, length), dtype=bool))
+
+
+def test_medusa_and_eagle_training_lower_their_loss_and_leave_the_target_alone(tiny, tmp_path, monkeypatch):
+    from specnotes.drafters import eagle, medusa
+
+    monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
+    before = {n: p.clone() for n, p in tiny.target.state_dict().items()}
+    data = _random_windows()
+    _, log = medusa.train_medusa(tiny.target, 2, steps=40, data=data, teacher_k=4, positions=64, lr=3e-3,
+                                 progress=False)
+    assert np.mean(log.losses[-5:]) < 0.9 * np.mean(log.losses[:5])
+    _, log = eagle.train_eagle(tiny.target, steps=30, data=data, vocab=None, batch=4, lr=3e-3, progress=False)
+    assert np.mean(log.losses[-5:]) < 0.9 * np.mean(log.losses[:5])
+    assert all(torch.equal(p, before[n]) for n, p in tiny.target.state_dict().items())

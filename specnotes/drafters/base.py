@@ -59,8 +59,8 @@ class Drafter:
     their guesses cost nothing to make; the engine still cuts every draft to the tokens left."""
 
     needs: ClassVar[frozenset[str]] = frozenset()  # a subset of NEEDS
-    model = None  # the draft LM, when the drafter runs one: the engine checks it shares the target's
-    #               vocabulary
+    vocab_size: int | None = None  # a drafter that runs its own LM sets its vocabulary size: the engine
+    #                                checks it is the target's (drafts must use the target's tokenizer)
 
     def reset(self, prompt: list[int]) -> None:
         """Start a new generation from these prompt tokens."""

@@ -23,6 +23,7 @@ class DraftModel(Drafter):
             stop_below = checks.probability(stop_below, "stop_below (a probability threshold)",
                                             high_open=True, scalar=True)
         self.model = model
+        self.vocab_size = model.config.vocab_size
         self.stop_below = stop_below
         self.cache = None
         self.cached = 0  # how many tokens of the sequence the cache holds
