@@ -66,4 +66,5 @@ DUCK = re.compile(r"\b(getattr|hasattr)\(\s*(self\.)?(drafter|inner|make\(\))\b"
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_drafter_capability_is_read_by_duck_typing(path):
-    assert not DUCK.findall(path.read_text()), f"{path.relative_to(ROOT)} reads a drafter with getattr/hasattr"
+    found = DUCK.findall(path.read_text())
+    assert not found, f"{path.relative_to(ROOT)}: a drafter read with getattr/hasattr"
