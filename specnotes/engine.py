@@ -204,19 +204,22 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
         draft = drafter.propose(list(seq), min(state.k, room), sampler) if room else Draft([])
         # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the tokens left
         drafted, q, tree = _checked(draft, who, vocab, sampler.do_sample, room)
-        if tree is None and (state.rule == "typical" or "states" in drafter.needs):
-            tree = trees.chain(drafted)  # these are walked, or passed, the tree way
-        # 3. verify: ONE target pass over [last token, drafts] (a tree: with the tree mask)
+        # 3. verify: ONE target pass over [last token, drafts]; a tree, or a drafter that reads the
+        #    target's hidden states, goes through the tree pass (a chain is a tree with one branch)
         start_len = passes.cache_length(state.cache) + len(state.uncached)
         n_prompt = len(state.uncached)
         hidden = None
-        if tree is None:
+        if tree is None and "states" not in drafter.needs:
             logits, state.cache = passes.chain_pass(target, state.cache, seq[-1], drafted, state.uncached)
         else:
-            logits, hidden, state.cache = passes.tree_pass(target, state.cache, seq[-1], tree, state.uncached)
+            logits, hidden, state.cache = passes.tree_pass(target, state.cache, seq[-1],
+                                                           tree if tree is not None else trees.chain(drafted),
+                                                           state.uncached)
         state.uncached = []
+        if tree is None and state.rule == "typical":
+            tree = trees.chain(drafted)  # typical acceptance is a walk; on a chain it walks one branch
         # 4. accept: the longest prefix (tree: branch) the rule keeps, then the target's own next token
-        if tree is None:
+        if tree is None:  # a chain: the token-wise rule, with the q the drafter reported
             if sampler.do_sample:
                 n, nxt = sampling.accept_sampled(logits, drafted, q, sampler)
             else:

@@ -138,7 +138,7 @@ def cpu_name() -> str:
     """The processor's model as the OS names it: the "model name" of /proc/cpuinfo on Linux (where
     platform.processor() is empty), sysctl's brand string on macOS, platform.processor() elsewhere (on
     Windows, "Intel64 Family 6 Model 158 ..."), and the architecture (platform.machine()) when none of
-    them says. Never the word "cpu": reference runs are named after it (live.fingerprint), and a name
+    them says. Never the word "cpu": reference runs are named after it (references.fingerprint), and a name
     every CPU shares let one machine's --save-reference replace another machine's committed run."""
     name = ""
     if platform.system() == "Linux":

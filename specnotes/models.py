@@ -68,14 +68,14 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
             ) from exc
     elif problem:
         store.fetch(name)  # first use; a FetchError explains itself
-    with _quiet_transformers():  # a 0.1 s "Loading weights" bar on every warm load is noise
+    with quiet_transformers():  # a 0.1 s "Loading weights" bar on every warm load is noise
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
     return model, tokenizer
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     from transformers.utils import logging as hf_logging
 
     bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
@@ -96,7 +96,7 @@ def _hub_url() -> str:
     return constants.ENDPOINT
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
+def hub_reachable(timeout: float = 3.0) -> bool:
     """Does the hub answer HTTP (through any HTTPS_PROXY) within the timeout? Any HTTP status counts.
 
     Runs in a daemon thread so a resolver or firewall that never answers cannot block the caller."""
@@ -143,7 +143,7 @@ def _load_hub(name: str, device: str, dtype):
         f"Offline, use the default: specnotes.models.load({DEFAULT!r}). On Colab or with network "
         "access, hub names work."
     )
-    if switched_off or not _hub_reachable():
+    if switched_off or not hub_reachable():
         raise offline
     try:
         return get(local_only=False)

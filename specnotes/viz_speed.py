@@ -218,7 +218,7 @@ def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
 
 def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
     """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
-    (live.Record, as live.run's report.runs holds them)."""
+    (live_summary.Record, as live.run's report.runs holds them)."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]
@@ -242,7 +242,7 @@ def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
 
 def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
     """Each engine mode's predicted speedup against its measured one, with the ±band corridor
-    (live.Record; those with a prediction)."""
+    (live_summary.Record; those with a prediction)."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(5, 4.6))[1]

@@ -95,24 +95,28 @@ class ReportsUniformQ(Drafter):
         self.inner.update(feedback)
 
 
-def walk_that_forgets_rejections(tree, probs, uniform, draw):
-    """A planted bug in the tree rule: a rejected candidate is not removed from p before the next one is
-    tried or the final token is drawn (its point mass treated as if it had none: q = 0)."""
+def walk_with_a_flat_q(tree, probs, uniform, draw):
+    """The same planted bug in the tree rule: each candidate is judged as if it had been drawn from a flat
+    q (accept with min(1, p(x)/q(x)), then the residual max(0, p - q)), not from the point mass it is."""
     node, path = -1, []
     while True:
-        p = probs[node + 1]
+        p = probs[node + 1].clone()
+        q = torch.full_like(p, 1.0 / p.shape[-1])
         for child in tree.children(node):
-            if uniform() < float(p[tree.tokens[child]]):
+            x = tree.tokens[child]
+            if uniform() < min(1.0, float(p[x] / q[x])):
                 path.append(child)
                 node = child
                 break
+            rest = torch.clamp(p - q, min=0)
+            p = rest / rest.sum() if rest.sum() > 0 else p
         else:
             return path, draw(p)
 
 
 def test_a_planted_wrong_q_fails_the_same_test(tiny, drafter_name, monkeypatch):
-    if drafter_name in TREES:  # tree candidates are point masses: the bug lives in the walk
-        monkeypatch.setattr(trees, "walk_sampling", walk_that_forgets_rejections)
+    if drafter_name in TREES:  # tree candidates are point masses and carry no q: the bug lives in the walk
+        monkeypatch.setattr(trees, "walk_sampling", walk_with_a_flat_q)
         make = lambda: make_drafter(drafter_name, tiny.small_target)  # noqa: E731
     else:
         make = lambda: ReportsUniformQ(make_drafter(drafter_name, tiny.small_target))  # noqa: E731

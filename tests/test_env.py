@@ -45,14 +45,14 @@ def test_a_linux_cpu_is_named_by_its_model_not_by_the_word_cpu(monkeypatch):
     CPU machine shared the fingerprint cpu-cpu-2t-float32 and --save-reference replaced the committed one."""
     import platform
 
-    from specnotes import live
+    from specnotes import references
 
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     monkeypatch.setattr(platform, "processor", lambda: "")
     monkeypatch.setattr(env, "_read_cpuinfo", lambda: CPUINFO)
     assert env.device_name("cpu") == "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
     machine = {"device": "cpu", "device_name": env.device_name("cpu"), "threads": 2, "dtype": "float32"}
-    assert live.fingerprint(machine) == "cpu-intel-r-xeon-r-platinum-8375c-cpu-2-90ghz-2t-float32"
+    assert references.fingerprint(machine) == "cpu-intel-r-xeon-r-platinum-8375c-cpu-2-90ghz-2t-float32"
 
 
 def test_a_cpu_the_os_does_not_name_falls_back_to_its_architecture(monkeypatch):

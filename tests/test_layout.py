@@ -48,14 +48,14 @@ def test_the_private_name_check_can_fail(tmp_path):
     planted = PACKAGE / "tree.py"
     fake = tmp_path / "specnotes" / "planted.py"
     fake.parent.mkdir()
-    fake.write_text("from specnotes.passes import _accepts_logits_to_keep\nx = models._hub_reachable()\n")
+    fake.write_text("from specnotes.passes import _accepts_logits_to_keep\nx = models._secret()\n")
     import tests.test_layout as layout
 
     old = layout.ROOT
     layout.ROOT = tmp_path
     try:
         layout.MODULES.append(planted.with_name("models.py"))  # so `models` counts as a module name
-        assert private_imports(fake) == ["specnotes.passes._accepts_logits_to_keep", "models._hub_reachable"]
+        assert private_imports(fake) == ["specnotes.passes._accepts_logits_to_keep", "models._secret"]
     finally:
         layout.ROOT = old
         layout.MODULES.pop()

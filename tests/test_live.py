@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import live, models, theory, timing
+from specnotes import live, live_summary, models, references, theory, timing
 from specnotes.timing import Output, Sample, first_difference
 
 TINY = models.tiny_llama(seed=0, layers=2)
@@ -65,14 +65,14 @@ def fake(mode, kind, prompt, seconds, tokens, calls=4):
 
 
 def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
-    costs = {"copy": [live.Costs(0.1, 0.05, [0, 1, 1.2])]}
+    costs = {"copy": [live_summary.Costs(0.1, 0.05, [0, 1, 1.2])]}
     samples = [  # two repeats of three modes, round-robin
         fake("plain", "copy", 0, 2.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
         fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
         fake("plain", "copy", 0, 4.0, [1, 2, 3, 4]), fake("fast", "copy", 0, 1.0, [1, 2, 3, 4], 2),
         fake("wrong", "copy", 0, 3.0, [1, 2, 9, 4]),
     ]
-    recs = {r.mode: r for r in live.summarize(samples, costs)}
+    recs = {r.mode: r for r in live_summary.summarize(samples, costs)}
     assert recs["plain"].tokens_per_s == pytest.approx(4 / 3.0)  # median of 2 and 4
     assert recs["plain"].seconds_by_repeat == [2.0, 4.0] and recs["plain"].tokens_per_s_spread == (1.0, 2.0)
     assert recs["fast"].speedup == pytest.approx(3.0)
@@ -80,7 +80,7 @@ def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
     assert recs["wrong"].identical_to_plain is False and recs["wrong"].first_difference == 2
     assert recs["fast"].prediction is None  # not an engine mode: nothing to predict from
     # repeat by repeat, fast ran 2x then 4x plain: a range of 2x, not resolved, though the median says 3x
-    r = live.ratio(recs["fast"], recs["plain"])
+    r = live_summary.ratio(recs["fast"], recs["plain"])
     assert (r.median, r.low, r.high, r.repeats, r.resolved) == (3.0, 2.0, 4.0, 2, False)
     assert str(r) == "not resolved at this size (repeats 2.00–4.00×)"
 
@@ -92,26 +92,26 @@ def test_summaries_compare_each_mode_with_plain_from_the_same_round_robin():
 ])
 def test_a_ratio_is_resolved_only_when_its_repeats_agree_on_the_side_of_one_and_within_ten_percent(
         each, resolved):
-    r = live.Ratio(float(np.median(each)), min(each), max(each), len(each))
+    r = live_summary.Ratio(float(np.median(each)), min(each), max(each), len(each))
     assert r.resolved is resolved
     assert ("not resolved" in str(r)) is not resolved
     assert (f"{r.median:.2f}×" in str(r)) is resolved  # an unresolved ratio is not printed as a number
 
 
 def test_ratio_pairs_the_repeats_of_two_records_of_the_same_prompts():
-    recs = {r.mode: r for r in live.summarize([fake("plain", "copy", 0, 2.0, [1, 2]),
+    recs = {r.mode: r for r in live_summary.summarize([fake("plain", "copy", 0, 2.0, [1, 2]),
                                                fake("fast", "copy", 0, 1.0, [1, 2])], COSTS)}
-    assert live.ratio(recs["fast"], recs["plain"]).median == pytest.approx(2.0)
-    other = live.Record(**{**vars(recs["plain"]), "sampling": "sample"})
+    assert live_summary.ratio(recs["fast"], recs["plain"]).median == pytest.approx(2.0)
+    other = live_summary.Record(**{**vars(recs["plain"]), "sampling": "sample"})
     with pytest.raises(ValueError, match="same prompts"):
-        live.ratio(recs["fast"], other)
+        live_summary.ratio(recs["fast"], other)
 
 
 def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
     report = live.run(max_new_tokens=12, repeats=1, samplings=("greedy", "sample"), prompts_per_kind=1,
                          extra_modes=False, warmup=0, cost_repeats=1, progress=False)
     runs = report.runs
-    assert all(isinstance(r, live.Record) for r in runs)
+    assert all(isinstance(r, live_summary.Record) for r in runs)
     modes = {"plain", "hf-prompt-lookup", "hf-assistant", "engine-no-draft", "engine-prompt-lookup",
              "engine-draft-model"}
     assert {(r.mode, r.prompt_kind, r.sampling) for r in runs} == {
@@ -126,7 +126,7 @@ def test_the_report_has_every_mode_on_both_prompt_kinds_on_the_real_model(real):
     assert "| copy | greedy | engine-prompt-lookup |" in live.markdown(report)
     as_json = json.loads(json.dumps(report.as_dict()))  # bench/report.json and the references
     assert as_json["runs"][0]["mode"] == runs[0].mode and as_json["plan"]["target"] == report.plan.target
-    assert "this machine" in live.side_by_side(report, [as_json])
+    assert "this machine" in references.side_by_side(report, [as_json])
 
 
 def test_on_a_gpu_the_plan_is_the_seed_pair_in_bf16(monkeypatch):
@@ -154,12 +154,12 @@ def test_references_are_fingerprinted_and_shown_side_by_side(tmp_path):
     other = {"fingerprint": "cuda-h200-1t-bfloat16", "machine": {}, "runs": [
         {"mode": "plain", "prompt_kind": "copy", "sampling": "greedy", "speedup": 1.0,
          "tokens_per_s": 300.0}]}
-    live.save_reference(other, tmp_path)
-    refs = live.references(tmp_path)
-    table = live.side_by_side(rep, refs)
+    references.save_reference(other, tmp_path)
+    refs = references.references(tmp_path)
+    table = references.side_by_side(rep, refs)
     assert "reference cuda-h200-1t-bfloat16" in table and "300 tok/s" in table and "20 tok/s" in table
-    assert live.fingerprint({"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}) \
-        == "cpu-x86-64-2t-float32"
+    machine = {"device": "cpu", "device_name": "x86_64", "threads": 2, "dtype": "float32"}
+    assert references.fingerprint(machine) == "cpu-x86-64-2t-float32"
 
 
 def reference(fp="cpu-x-2t-float32", tokens_per_s=20.0):
@@ -169,11 +169,11 @@ def reference(fp="cpu-x-2t-float32", tokens_per_s=20.0):
 
 
 def test_save_reference_refuses_to_replace_a_committed_reference_unless_forced(tmp_path):
-    path = live.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    path = references.save_reference(reference(tokens_per_s=20.0), tmp_path)
     with pytest.raises(FileExistsError, match=r"cpu-x-2t-float32\.json.*--force"):
-        live.save_reference(reference(tokens_per_s=99.0), tmp_path)
+        references.save_reference(reference(tokens_per_s=99.0), tmp_path)
     assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 20.0  # the record is untouched
-    assert live.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True) == path
+    assert references.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True) == path
     assert json.loads(path.read_text())["runs"][0]["tokens_per_s"] == 99.0
 
 
@@ -214,18 +214,18 @@ def disk_full_under(folder, monkeypatch):
 
 
 def test_a_reference_write_that_fails_half_way_leaves_the_old_file_whole(tmp_path, monkeypatch):
-    path = live.save_reference(reference(tokens_per_s=20.0), tmp_path)
+    path = references.save_reference(reference(tokens_per_s=20.0), tmp_path)
     before = path.read_text()
     disk_full_under(tmp_path, monkeypatch)
     with pytest.raises(OSError, match="No space"):
-        live.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True)
+        references.save_reference(reference(tokens_per_s=99.0), tmp_path, force=True)
     monkeypatch.undo()
     assert path.read_text() == before  # notebook 07 still reads the old reference
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # and no temporary file is left behind
 
 
 def test_unreadable_references_are_skipped_with_a_warning_naming_the_file(tmp_path):
-    good = live.save_reference(reference("cuda-h200-1t-bfloat16", 300.0), tmp_path)
+    good = references.save_reference(reference("cuda-h200-1t-bfloat16", 300.0), tmp_path)
     text = good.read_text()
     (tmp_path / "a-truncated.json").write_text(text[: len(text) // 2])  # a write cut short
     (tmp_path / "b-list.json").write_text("[1, 2]")
@@ -235,13 +235,13 @@ def test_unreadable_references_are_skipped_with_a_warning_naming_the_file(tmp_pa
     (tmp_path / "d-no-speedup.json").write_text(json.dumps(bad_run))
     (tmp_path / "e-not-utf8.json").write_bytes(b"\xff\xfe\x00")
     with pytest.warns(UserWarning) as caught:
-        refs = live.references(tmp_path)
+        refs = references.references(tmp_path)
     assert [r["fingerprint"] for r in refs] == ["cuda-h200-1t-bfloat16"]
     said = [str(w.message) for w in caught]
     for name, why in [("a-truncated.json", "JSON"), ("b-list.json", "list"), ("c-no-runs.json", "runs"),
                       ("d-no-speedup.json", "speedup"), ("e-not-utf8.json", "")]:
         assert any(name in m and why in m for m in said), (name, said)
-    assert "300 tok/s" in live.side_by_side(reference(), refs)  # notebook 07's cell goes on
+    assert "300 tok/s" in references.side_by_side(reference(), refs)  # notebook 07's cell goes on
 
 
 def test_every_report_writer_writes_atomically():
@@ -251,7 +251,7 @@ def test_every_report_writer_writes_atomically():
 
     from tests.notebook_utils import ROOT
 
-    for rel in ("specnotes/live.py", "tools/bench_live.py", "tools/bench_toy.py",
+    for rel in ("specnotes/references.py", "tools/bench_live.py", "tools/bench_toy.py",
                 "tools/bench_drafters.py", "tools/gpu_smoke.py"):
         source = (ROOT / rel).read_text()
         assert not re.search(r"\.write_(text|bytes)\(|json\.dump\(|open\([^)]*[\"']w", source), rel
@@ -259,10 +259,10 @@ def test_every_report_writer_writes_atomically():
 
 
 def record(mode="plain", new_tokens=20, seconds_by_repeat=(1.0,)):
-    """A live.Record of one copy prompt, greedy, identical to plain, nothing predicted."""
+    """A live_summary.Record of one copy prompt, greedy, identical to plain, nothing predicted."""
     seconds = float(np.median(seconds_by_repeat))
     rate = new_tokens / seconds
-    return live.Record(mode, "copy", "greedy", 1, new_tokens, seconds, list(seconds_by_repeat), rate,
+    return live_summary.Record(mode, "copy", "greedy", 1, new_tokens, seconds, list(seconds_by_repeat), rate,
                        (rate, rate), rate, new_tokens, 1.0, 1.0, True, None, None)
 
 
@@ -278,11 +278,11 @@ def test_bench_live_refuses_to_replace_a_reference_before_it_times_anything(tmp_
 
     bench_live = tool("bench_live")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(live, "REFERENCES", tmp_path / "refs")
+    monkeypatch.setattr(references, "REFERENCES", tmp_path / "refs")
     p = live.plan(device="cpu")
-    fp = live.plan_fingerprint(p)
+    fp = references.plan_fingerprint(p)
     monkeypatch.setattr(live, "plan", lambda *a, **k: p)
-    committed = live.save_reference(fake_report(fp))
+    committed = references.save_reference(fake_report(fp))
     assert committed.parent == tmp_path / "refs"
 
     def never(*args, **kwargs):
@@ -365,7 +365,7 @@ def test_measure_costs_can_measure_at_the_prompts_own_context():
     assert len(costs.verify) == 4 and costs.verify[1] == 1.0 and costs.step_s > 0
 
 
-COSTS = {"copy": [live.Costs(0.1, 0.05, [0, 1, 1.2])]}
+COSTS = {"copy": [live_summary.Costs(0.1, 0.05, [0, 1, 1.2])]}
 GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 2])]
 
 
@@ -387,45 +387,46 @@ GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 
 ])
 def test_summarize_names_what_is_wrong_with_its_samples(samples, costs, error, match):
     with pytest.raises(error, match=match):
-        live.summarize(samples, costs)
+        live_summary.summarize(samples, costs)
 
 
 def test_summarize_takes_any_iterable_of_samples():
-    assert live.summarize(iter(GOOD), COSTS) == live.summarize(GOOD, COSTS)
+    assert live_summary.summarize(iter(GOOD), COSTS) == live_summary.summarize(GOOD, COSTS)
 
 
 MACHINE = {"device": "cpu", "device_name": "x", "threads": 2, "dtype": "float32"}
 
 
 def test_fingerprints_are_file_name_safe_and_refuse_a_machine_without_its_facts():
-    assert live.fingerprint({**MACHINE, "device": "../../etc", "dtype": "a/b"}) == "etc-x-2t-a-b"
+    assert references.fingerprint({**MACHINE, "device": "../../etc", "dtype": "a/b"}) == "etc-x-2t-a-b"
     with pytest.raises(ValueError, match="device.*threads.*dtype"):
-        live.fingerprint({})
+        references.fingerprint({})
     with pytest.raises(TypeError, match="machine"):
-        live.fingerprint(None)
+        references.fingerprint(None)
     with pytest.raises((ValueError, TypeError), match="threads"):
-        live.fingerprint({**MACHINE, "threads": "lots"})
-    assert live.fingerprint({**MACHINE, "device_name": "cpu"}) == "cpu-cpu-2t-float32"  # the committed one
+        references.fingerprint({**MACHINE, "threads": "lots"})
+    # the committed one
+    assert references.fingerprint({**MACHINE, "device_name": "cpu"}) == "cpu-cpu-2t-float32"
 
 
 def test_save_reference_writes_nowhere_but_its_folder(tmp_path):
     with pytest.raises(ValueError, match="fingerprint"):
-        live.save_reference(reference("../escaped"), tmp_path / "refs")
+        references.save_reference(reference("../escaped"), tmp_path / "refs")
     with pytest.raises(ValueError, match="fingerprint"):
-        live.save_reference({"runs": []}, tmp_path / "refs")
+        references.save_reference({"runs": []}, tmp_path / "refs")
     assert list(tmp_path.rglob("*")) == []
 
 
 def test_side_by_side_names_what_is_wrong_with_its_arguments():
     rep = reference()
     with pytest.raises(TypeError, match="refs"):
-        live.side_by_side(rep, rep)  # one reference, not a list of them
+        references.side_by_side(rep, rep)  # one reference, not a list of them
     with pytest.raises(ValueError, match="sampling"):
-        live.side_by_side(rep, [rep], sampling="beam")
+        references.side_by_side(rep, [rep], sampling="beam")
     with pytest.raises(ValueError, match=r"refs\[0\].*runs"):
-        live.side_by_side(rep, [{"fingerprint": "y", "machine": {}}])
+        references.side_by_side(rep, [{"fingerprint": "y", "machine": {}}])
     with pytest.raises(ValueError, match="report.*speedup"):
-        live.side_by_side({**rep, "runs": [{**rep["runs"][0], "speedup": None}]}, [])
+        references.side_by_side({**rep, "runs": [{**rep["runs"][0], "speedup": None}]}, [])
 
 
 def test_plan_names_a_bad_device_or_online_flag(monkeypatch):

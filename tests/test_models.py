@@ -63,7 +63,7 @@ def test_hub_probe_asks_the_endpoint_huggingface_hub_is_set_to(monkeypatch):
 
     monkeypatch.setattr(hf_constants, "ENDPOINT", "https://hub-mirror.example")
     monkeypatch.setattr(models.urllib.request, "urlopen", answer)
-    assert models._hub_reachable(timeout=1) is True
+    assert models.hub_reachable(timeout=1) is True
     assert asked == ["https://hub-mirror.example"]
 
 
@@ -75,7 +75,7 @@ def test_hub_probe_gives_up_when_the_connection_hangs(monkeypatch):
 
     monkeypatch.setattr(models.urllib.request, "urlopen", hang)
     start = time.perf_counter()
-    assert models._hub_reachable(timeout=0.5) is False
+    assert models.hub_reachable(timeout=0.5) is False
     assert time.perf_counter() - start < 2
 
 
@@ -86,7 +86,7 @@ def test_hub_name_with_hf_offline_set_fails_fast(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("offline mode must not probe the hub")
 
-    monkeypatch.setattr(models, "_hub_reachable", never)
+    monkeypatch.setattr(models, "hub_reachable", never)
     start = time.perf_counter()
     with pytest.raises(models.OfflineError, match="HF_HUB_OFFLINE"):
         models.load("HuggingFaceTB/SmolLM2-360M-Instruct")

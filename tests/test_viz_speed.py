@@ -17,7 +17,7 @@ ROWS = [SimpleNamespace(drafter=d, kind=kind, tokens_per_call=1.5, speedup=1.2, 
 RUNS = [SimpleNamespace(mode=m, prompt_kind=kind, sampling="greedy", tokens_per_s=20.0,
                         tokens_per_s_spread=(18.0, 22.0), speedup=1.3,
                         prediction=SimpleNamespace(predicted_speedup=1.4) if m != "plain" else None)
-        for m in ("plain", "engine-prompt-lookup") for kind in ("copy", "free")]  # live.Record's fields
+        for m in ("plain", "engine-prompt-lookup") for kind in ("copy", "free")]  # Record's fields
 SWEEP = [{"temperature": t, "drafter": d, "kind": k, "alpha": 0.5, "tokens_per_call": 1.5}
          for t in (0.0, 1.0) for d in ("a", "b") for k in ("copy", "story", "all")]
 # four rounds that each drafted 3 tokens and kept 1 of them plus the target's own: the cache grows by 2

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from specnotes import live, quick_mode
+from specnotes import live, live_summary, quick_mode, references
 from specnotes.paths import write_atomic
 
 # The full run: every prompt, 96 new tokens, every mode, 3 timed repeats after a warm-up run of each mode
@@ -34,7 +34,8 @@ QUICK = dict(max_new_tokens=64, repeats=3, extra_modes=False, draft_modes=False,
 
 def engine_vs_hf(report: live.Report) -> list[str]:
     """The engine's prompt lookup against transformers', per prompt kind and sampling, repeat by repeat;
-    a ratio whose repeats disagree (live.Ratio.resolved) is reported as not resolved, not as a number."""
+    a ratio whose repeats disagree (live_summary.Ratio.resolved) is reported as not resolved, not as a
+    number."""
     lines = []
     for kind in ("copy", "free"):
         for sampling in ("greedy", "sample"):
@@ -44,7 +45,7 @@ def engine_vs_hf(report: live.Report) -> list[str]:
                 same = "" if sampling == "sample" else (
                     f", identical tokens: {e.identical_to_plain and h.identical_to_plain}")
                 lines.append(f"- {kind}, {sampling}: engine prompt lookup / transformers prompt lookup = "
-                             f"{live.ratio(e, h)}{same}")
+                             f"{live_summary.ratio(e, h)}{same}")
     return lines
 
 
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     p = live.plan()
     if args.save_reference:  # refuse now, not after the minutes of timing
         try:
-            live.reference_path(live.plan_fingerprint(p), force=args.force)
+            references.reference_path(references.plan_fingerprint(p), force=args.force)
         except FileExistsError as exc:
             ap.error(str(exc))
     report = live.run(p, **(QUICK if quick else FULL))
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     write_atomic(out / "report.md", text)
     print(text)
     if args.save_reference:
-        print("reference written to", live.save_reference(report, force=args.force))
+        print("reference written to", references.save_reference(report, force=args.force))
     greedy = [r for r in report.runs if r.sampling == "greedy"]
     return 0 if all(r.identical_to_plain for r in greedy) else 1
 

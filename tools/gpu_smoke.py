@@ -13,7 +13,7 @@ It runs, on one device:
 The report (device, dtypes, versions, every figure, seconds per section) goes to --out, by default
 bench/gpu_smoke-<machine>.json; commit a GPU run under data/reference_runs/gpu_smoke/ (a folder of its
 own: the files at the top of data/reference_runs/ are notebook 07's live-timing references, and
-live.references skips, with a warning, any file there that is not one). Under 8 minutes on one GPU
+references.references skips, with a warning, any file there that is not one). Under 8 minutes on one GPU
 with the real model. The exit status is 1 when an fp32 greedy run differs from plain greedy.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import drafter_table, engine, env, live, models, numerics, serving, timing
+from specnotes import drafter_table, engine, env, models, numerics, references, serving, timing
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.paths import write_atomic
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     report = run(device, args.tiny, n)
     report["seconds"] = round(time.perf_counter() - start, 1)
-    out = args.out or Path("bench") / f"gpu_smoke-{live.fingerprint(report['machine'])}.json"
+    out = args.out or Path("bench") / f"gpu_smoke-{references.fingerprint(report['machine'])}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(report, indent=1) + "\n")
     print(f"fp32 greedy identical to plain greedy for every drafter: {report['fp32_greedy_identical']}")

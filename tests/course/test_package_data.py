@@ -21,7 +21,7 @@ from tests.notebook_utils import ROOT
 PROBE = r"""
 import json
 import specnotes
-from specnotes import distill, live, paths, roofline
+from specnotes import distill, paths, references, roofline
 from specnotes.drafters import distilled, eagle, early_exit, medusa
 from specnotes.prompts import prompt_set
 
@@ -34,7 +34,7 @@ print(json.dumps({
     "catalog": sorted(roofline.catalog()),
     "heldout": len(prompt_set("heldout")),
     "train_sequences": len(distill.sequences("train")[0]),
-    "references": sorted(r["fingerprint"] for r in live.references()),
+    "references": sorted(r["fingerprint"] for r in references.references()),
     "drafters_found": all(p.is_file() and p.stat().st_size > 1000 for p in drafters),
     "files": {p.relative_to(data).as_posix(): p.stat().st_size for p in data.rglob("*") if p.is_file()},
     "links": [p.as_posix() for p in data.rglob("*") if p.is_symlink()],
@@ -76,9 +76,9 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git"
 
 def test_a_checkout_reads_the_repository_data_folder():
     assert paths.data_dir() == ROOT / "data"
-    from specnotes import distill, live, roofline
+    from specnotes import distill, references, roofline
 
-    for path in (roofline.CATALOG_CSV, distill.DATA, live.REFERENCES):
+    for path in (roofline.CATALOG_CSV, distill.DATA, references.REFERENCES):
         assert path.exists() and path.is_relative_to(paths.data_dir()), path
 
 
