@@ -75,7 +75,8 @@ GUIDE = {
         "than 8 passes"),
     "02_draft_and_verify": Guide(
         "Draft and verify: the loop on a real model, traced token by token", "Draft and verify",
-        ("run the draft-and-verify loop on a real model with two drafters",
+        ("run one round of speculative decoding by hand, then the next, and read what each did",
+         "run the draft-and-verify loop on a real model with two drafters",
          "read a token trace: accepted, corrected and bonus tokens",
          "see the KV cache rolled back after a rejection, and the k + 1 distributions of one pass"),
         "notebooks 00 and 01.",
