@@ -243,17 +243,18 @@ def free_form(runs: list[Run]) -> list[Row]:
 
 def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
                    temperatures=(0.0, 0.5, 1.0, 1.5), max_new_tokens: int = 48, k: int = 4, seed: int = 0,
-                   progress: bool = True) -> list[dict]:
-    """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind."""
+                   progress: bool = True, warmup: int = 1) -> list[dict]:
+    """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind. The
+    first temperature's run warms every mode up (`warmup` runs of each); the later ones find them warm."""
     from tqdm.auto import tqdm
 
     from specnotes import checks
 
     checks.positive(list(temperatures), "temperatures (0 means greedy)", zero=True)
     out = []
-    for temp in tqdm(temperatures, desc="temperatures", disable=not progress):
+    for i, temp in enumerate(tqdm(temperatures, desc="temperatures", disable=not progress)):
         runs = run(target, tokenizer, drafters, prompts, max_new_tokens, k, do_sample=temp > 0, seed=seed,
-                   progress=False, temperature=temp if temp > 0 else 1.0)
+                   progress=False, temperature=temp if temp > 0 else 1.0, warmup=warmup if i == 0 else 0)
         out += [{"temperature": float(temp), **asdict(r)} for r in table(runs)]
     return out
 
