@@ -29,7 +29,7 @@ def _group(samples, mode, kind, sampling):
 
 def _checked(samples, costs) -> list:
     """samples as a list, once they hold what summarize relies on, else an error saying what is off:
-    timing.Samples with a finite positive time and at least one token, the same number of repeats of
+    timing.Sample records with a finite positive time and at least one token, the same number of repeats of
     every prompt (numbered 0, 1, ... within its kind), one Costs per prompt, and a 'plain' run of every
     prompt kind and sampling (every speedup is measured against it)."""
     from collections import Counter

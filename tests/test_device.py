@@ -264,7 +264,7 @@ def test_16_bit_greedy_may_leave_plain_greedy_only_at_a_near_tie(dtype, drafter,
     logit margin there. A verify pass rounds differently from one-token passes, so a flip is allowed
     where the top two logits are within the dtype's rounding of each other, and nowhere else: a real
     bug (a wrong rollback, a stale cache) diverges at a clear winner."""
-    from specnotes.decode import forward_pass
+    from specnotes.passes import forward_pass
 
     target, draft = wide_pair(dtype)
     ids = prompt_ids(tokenizer, TEXT)
