@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import drafter_table, engine, env, models, numerics, references, serving, timing
+from specnotes import drafter_table, engine, env, live, models, numerics, references, serving, timing
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.paths import write_atomic
@@ -135,14 +135,14 @@ def sixteen_bit(target, tokenizer, draft, tiny: bool, n: int) -> dict:
         target, tokenizer, the_drafters(target, draft, tiny), prompts, max_new_tokens=n, k=3,
         progress=False))))
 
-    def live():
+    def live_timings():
         plan = live.Plan(env.device_of(target).type, env.dtype_name(env.dtype_of(target)), "loaded",
                             "loaded", "gpu_smoke: the models in memory")
         report = live.run(plan, max_new_tokens=n, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=1, cost_repeats=2, progress=False, loaded=(target, tokenizer, draft))
         return {key: report.as_dict()[key] for key in ("runs", "costs")}
 
-    timed("live_timings", live)
+    timed("live_timings", live_timings)
     batches, tokens = ((1, 2), (1, 4)) if tiny else ((1, 4, 16, 64), (1, 2, 4, 8))
     timed("batch_grid", lambda: {f"{b}x{t}": s for (b, t), s in serving.measure_grid(
         target, batches=batches, tokens=tokens, context=16 if tiny else 128, repeats=2,
