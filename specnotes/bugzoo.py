@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specnotes import rules, stats
+from specnotes import lossy, rules, stats
 from specnotes.toy import (
     Table,
     exact_distribution,
@@ -67,6 +67,16 @@ def _typical_round(P, Q, prev, k, rng, epsilon=0.09, delta=0.3):
     return rejection_round(P, Q, prev, k, rng, accept=typical, fix=P)
 
 
+def _knob_round(name):
+    # one of specnotes.lossy's knobs, at its default setting: its accept table and its residual rows
+    def one_round(P, Q, prev, k, rng):
+        accept, fix = lossy.toy_tables(name, P, Q)
+        return rejection_round(P, Q, prev, k, rng, accept=accept, fix=fix)
+
+    one_round.__name__ = f"_{name.replace('-', '_')}_round"
+    return one_round
+
+
 def _no_bonus_round(P, Q, prev, k, rng):
     # when every draft passes, drop the free token the target pass already computed
     block, n_emit, n_acc = exact_round(P, Q, prev, k, rng)
@@ -106,6 +116,22 @@ ZOO: tuple[Bug, ...] = (
         "Medusa's typical acceptance (medusa_generate: posterior_threshold=0.09, posterior_alpha=0.3); "
         "vLLM #8639",
         "distribution", _typical_round),
+    Bug("threshold",
+        f"A draft is kept outright when p(x)/q(x) >= {lossy.KNOBS['threshold'].tau}, not only by the coin "
+        "min(1, p/q): a deliberate, lossy trade of exactness for acceptance.",
+        "SGLang's --speculative-accept-threshold-single / -acc (1.0 by default, exact; lower values accept "
+        "more): a knob of the same kind, not the same formula",
+        "distribution", _knob_round("threshold")),
+    Bug("synthetic",
+        f"Every draft is kept with probability {lossy.KNOBS['synthetic'].rate}, whatever p and q say: a "
+        "stand-in acceptance for load tests, never for real text.",
+        "vLLM's rejection_sample_method='synthetic' (a set acceptance rate, for performance testing)",
+        "distribution", _knob_round("synthetic")),
+    Bug("top-k-residual",
+        f"After a rejection, p and q are cut to their top {lossy.KNOBS['top-k-residual'].top} entries "
+        "before max(0, p - q): what p puts outside its top entries never comes back.",
+        "no shipped instance found: a plausible shortcut for a fused kernel that keeps only top candidates",
+        "distribution", _knob_round("top-k-residual")),
     Bug("missing-bonus-token",
         "When all k drafts pass, the round drops the extra token the target pass already computed. "
         "The text is still exact; the speed is not.",

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-RULES = ("exact", "typical")  # typical: Medusa-2's lossy acceptance (sampling only; see specnotes.tree)
+# exact: the token-wise rejection rule (trees: the multi-candidate rule); block: block verification, also
+# exact (chains only; specnotes.block); the rest are lossy, for sampling only: typical is Medusa-2's
+# acceptance (specnotes.tree), the last three are specnotes.lossy's knobs at their default settings
+RULES = ("exact", "block", "typical", "threshold", "synthetic", "top-k-residual")
+LOSSY = ("typical", "threshold", "synthetic", "top-k-residual")
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class Decoding:
     k: int  # the draft length the engine asks for (see Drafter for who honours it)
     sampler: object  # specnotes.sampling.Sampler
     eos: frozenset
-    rule: str = "exact"
+    rule: object = "exact"  # a name in RULES, or a specnotes.lossy knob
     cache: object = None  # the target's KV cache: every committed token but the last
     uncached: list[int] = field(default_factory=list)  # before round 1: the prompt but its last token
     trace: list[Round] = field(default_factory=list)
@@ -120,13 +124,13 @@ class Decoding:
 
 def start(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
           temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
-          top_p: float | None = None, eos_token_id=None, rule: str = "exact") -> Decoding:
+          top_p: float | None = None, eos_token_id=None, rule="exact") -> Decoding:
     """Check every setting, reset the drafter, and return the state before the first round.
 
     eos_token_id: an id or a list of them; None takes the model's generation config; -1 (or []) never
-    stops. rule: "exact" (the rejection rule; for trees the multi-candidate rule) or "typical" (Medusa-2's
-    lossy acceptance, sampling only)."""
-    from specnotes import checks
+    stops. rule: a name in RULES ("exact", the default, is the rejection rule; for trees the multi-candidate
+    rule), or a specnotes.lossy knob with its own setting, such as lossy.Threshold(0.3)."""
+    from specnotes import checks, lossy
     from specnotes.drafters import Drafter
     from specnotes.env import device_of
     from specnotes.sampling import Sampler
@@ -135,11 +139,12 @@ def start(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample
     seq = checks.prompt_ids(input_ids, vocab)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     k = checks.whole(k, "k (drafted tokens per round)", scalar=True)
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    if rule == "typical" and not do_sample:
-        raise ValueError("rule='typical' is a sampling rule (greedy verification is already exact); pass "
-                         "do_sample=True, or leave rule='exact'")
+    knob = lossy.knob(rule)
+    if knob is None and rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES} or a specnotes.lossy knob, got {rule!r}")
+    if (knob is not None or rule in LOSSY) and not do_sample:
+        raise ValueError(f"rule={rule!r} is a lossy sampling rule (greedy verification is already exact); "
+                         "pass do_sample=True, or leave rule='exact'")
     if not isinstance(drafter, Drafter):
         raise TypeError("drafter must be a drafter object, an instance of a specnotes.drafters.Drafter "
                         f"subclass such as PromptLookup() (not the class), got {drafter!r}")
@@ -185,10 +190,10 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
     """One round of speculative decoding; advances `state` and returns the round's record.
 
     Greedy output equals the target's own greedy output; sampled output has the target's distribution
-    (after the same temperature/top-k/top-p processing), except under rule="typical"."""
+    (after the same temperature/top-k/top-p processing), except under the lossy rules (LOSSY)."""
     import torch
 
-    from specnotes import passes, sampling
+    from specnotes import lossy, passes, sampling
     from specnotes import tree as trees
     from specnotes.drafters import Draft, Feedback
 
@@ -204,6 +209,9 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
         draft = drafter.propose(list(seq), min(state.k, room), sampler) if room else Draft([])
         # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the tokens left
         drafted, q, tree = _checked(draft, who, vocab, sampler.do_sample, room)
+        if tree is not None and sampler.do_sample and state.rule not in ("exact", "typical"):
+            raise ValueError(f"rule={state.rule!r} judges a chain draft, but {who} drafted a tree; trees "
+                             "take rule='exact' (the multi-candidate rule) or 'typical'")
         # 3. verify: ONE target pass over [last token, drafts]; a tree, or a drafter that reads the
         #    target's hidden states, goes through the tree pass (a chain is a tree with one branch)
         start_len = passes.cache_length(state.cache) + len(state.uncached)
@@ -220,8 +228,10 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
             tree = trees.chain(drafted)  # typical acceptance is a walk; on a chain it walks one branch
         # 4. accept: the longest prefix (tree: branch) the rule keeps, then the target's own next token
         if tree is None:  # a chain: the token-wise rule, with the q the drafter reported
-            if sampler.do_sample:
-                n, nxt = sampling.accept_sampled(logits, drafted, q, sampler)
+            if sampler.do_sample and state.rule == "block":
+                n, nxt = sampling.accept_block(logits, drafted, q, sampler)
+            elif sampler.do_sample:
+                n, nxt = sampling.accept_sampled(logits, drafted, q, sampler, lossy.knob(state.rule))
             else:
                 n, nxt = sampling.accept_greedy(logits, drafted)
             path = list(range(n))
@@ -266,7 +276,7 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
 
 def generate(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample: bool = False,
              temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
-             top_p: float | None = None, eos_token_id=None, rule: str = "exact") -> Result:
+             top_p: float | None = None, eos_token_id=None, rule="exact") -> Result:
     """Speculative decoding of one prompt, with any drafter (chain or tree): start(), then rounds until
     max_new_tokens or an EOS. input_ids is (1, T), on any device. Returns new tokens and the trace."""
     state = start(target, drafter, input_ids, max_new_tokens, k, do_sample, temperature, seed, top_k,

@@ -4,6 +4,9 @@ toy (03, 04, 05) and the bug zoo's variants build on.
 The rule has exactly two other spellings, each for a reason: its torch twin for one round on a real model
 (specnotes.sampling.accept_sampled and residual, what the engine runs), and its form for a tree of
 point-mass candidates (specnotes.tree.walk_sampling). The calibrated tests check all three.
+
+verify_block is block verification (Sun et al., ICLR 2025), the exact rule that judges the drafted block
+jointly; its torch twin is specnotes.sampling.accept_block, and specnotes.block enumerates it exactly.
 """
 
 from __future__ import annotations
@@ -93,3 +96,52 @@ def verify_match(p_rows, drafted, u_target):
     y = sample_categorical(p_rows, u_target)  # (m, k+1) the target's own draws
     n_acc = first_rejection(y[:, :-1] == drafted)
     return n_acc, y[np.arange(len(y)), n_acc]
+
+
+def block_weights(ratio):
+    """(m, k) the block rule's running weights w_i = min(1, w_{i-1} p(x_i)/q(x_i)), w_0 = 1, from the
+    (m, k) ratios p(x_i)/q(x_i). In logs this is a walk reflected at 0: log w_i = S_i - max(0, S_1..S_i)
+    for the partial sums S_i of log ratio, so no loop over positions is needed."""
+    with np.errstate(divide="ignore"):
+        s = np.cumsum(np.log(np.asarray(ratio, dtype=np.float64)), axis=-1)
+    return np.exp(s - np.maximum.accumulate(np.maximum(s, 0), axis=-1))
+
+
+def block_stop_probabilities(weights, p_rows, q_rows):
+    """(m, k) h_i, the chance the block rule keeps the first i drafts, given the later positions did not
+    take over: for i < k, residual mass r_i / (r_i + 1 - w_i), where r_i = sum_x max(0, w_i p - q) at the
+    position after draft i; h_k = w_k. A position with nothing left to give (r_i = 0 = 1 - w_i) gets 0."""
+    k = weights.shape[-1]
+    r = np.maximum(weights[:, :k - 1, None] * p_rows[:, 1:k] - q_rows[:, 1:k], 0).sum(axis=-1)
+    den = r + 1 - weights[:, :k - 1]
+    h = np.where(den > 0, r / np.where(den > 0, den, 1), 0)
+    return np.concatenate([h, weights[:, k - 1:]], axis=1)
+
+
+def verify_block(p_rows, q_rows, drafted, u_accept, u_fix, longest: bool = True):
+    """One round of block verification for m sequences at once; same arguments and return as verify.
+
+    The rule keeps the LONGEST prefix i whose coin u_i < h_i passes (not the first failure, as the
+    token-wise rule), then draws the next token from max(0, w_i p - q) renormalized (the bonus row when
+    all k are kept). It emits the target's distribution exactly and accepts at least as many tokens in
+    expectation as the token-wise rule; at k = 1 the two are the same rule.
+    longest=False plants a mistake, the token-wise loop's habit: stop at the FIRST failing coin. The
+    calibrated tests must catch it."""
+    p_rows, q_rows = _num(p_rows), _num(q_rows)
+    m, k = drafted.shape
+    rows, cols = np.arange(m)[:, None], np.arange(k)[None, :]
+    q_x = q_rows[rows, cols, drafted]
+    ratio = p_rows[rows, cols, drafted] / np.where(q_x > 0, q_x, 1)  # a drawn token has q(x) > 0
+    w = block_weights(ratio)
+    passed = u_accept < block_stop_probabilities(w, p_rows, q_rows)
+    # the last passing position: reversed argmax finds it; no pass at all keeps 0 drafts
+    n_acc = np.where(passed.any(axis=1), k - np.argmax(passed[:, ::-1], axis=1), 0)
+    if not longest:
+        n_acc = first_rejection(passed)
+    at = np.arange(m)
+    weight = np.concatenate([np.ones((m, 1)), w], axis=1)[at, n_acc]
+    q_padded = np.concatenate([q_rows, np.zeros_like(q_rows[:, :1])], axis=1)
+    raw = np.maximum(weight[:, None] * p_rows[at, n_acc] - q_padded[at, n_acc], 0)
+    mass = raw.sum(axis=-1, keepdims=True)
+    fix = np.where(mass > 0, raw / np.where(mass > 0, mass, 1), p_rows[at, n_acc])
+    return n_acc, sample_categorical(fix, u_fix)

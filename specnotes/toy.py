@@ -207,9 +207,10 @@ def round_function(rule) -> Callable:
     """The round function for a rule name (including every bug-zoo name) or a callable."""
     if callable(rule):
         return rule
-    from specnotes import bugzoo  # the zoo registers its rules on import
+    from specnotes import block, bugzoo  # block verification, and the zoo's variants (lossy knobs too)
 
-    table = {**ROUNDS, **{b.name: b.round for b in bugzoo.ZOO}}
+    table = {**ROUNDS, "block": block.toy_round, block.PLANTED: block.planted_round,
+             **{b.name: b.round for b in bugzoo.ZOO}}
     if rule not in table:
         raise ValueError(f"unknown rule {rule!r}; choose one of: {', '.join(table)}")
     return table[rule]

@@ -1,0 +1,119 @@
+"""Lossy by design: the acceptance knobs engines ship beside the exact rule, each one change to it.
+
+Each knob changes the accept probability min(1, p(x)/q(x)) or the residual max(0, p - q), and so buys
+acceptance with exactness. The engine runs them (engine.generate(..., rule="threshold"), or rule=a knob
+object with its own setting), the toy's bug zoo runs them on the seed pair, and the calibrated chi-square
+test flags every one (notebook 04, "lossy by design"). Medusa's typical acceptance, the fourth, is a walk
+over a tree and lives in specnotes.tree.
+The methods work on numpy arrays and torch tensors alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+def _clip1(ratio):
+    return ratio.clip(max=1) if not isinstance(ratio, np.ndarray) else np.minimum(ratio, 1)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Keep a draft outright when p(x)/q(x) >= tau (< 1), else by the usual coin. A cousin of SGLang's
+    accept thresholds (--speculative-accept-threshold-single / -acc, 1.0 by default: exact)."""
+
+    tau: float = 0.5
+    name: ClassVar[str] = "threshold"
+
+    def __post_init__(self):
+        if not 0 < self.tau < 1:
+            raise ValueError(f"tau must be in (0, 1) (1 is the exact rule), got {self.tau!r}")
+
+    def acceptance(self, ratio):
+        return (ratio >= self.tau) + (ratio < self.tau) * _clip1(ratio)
+
+    def residual(self, p, q):
+        return None  # the exact residual
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """Keep every draft with one fixed probability, whatever p and q say; the residual as usual. vLLM's
+    rejection_sample_method="synthetic" accepts at a set rate in this spirit, to test performance."""
+
+    rate: float = 0.7
+    name: ClassVar[str] = "synthetic"
+
+    def __post_init__(self):
+        if not 0 <= self.rate <= 1:
+            raise ValueError(f"rate must be a probability in [0, 1], got {self.rate!r}")
+
+    def acceptance(self, ratio):
+        return _clip1(ratio) * 0 + self.rate
+
+    def residual(self, p, q):
+        return None
+
+
+@dataclass(frozen=True)
+class TopKResidual:
+    """The exact accept test, but p and q are cut to their `top` largest entries before max(0, p - q):
+    mass of p outside its top entries can never come back after a rejection. A plausible shortcut for a
+    fused kernel (we found no engine that ships it)."""
+
+    top: int = 2
+    name: ClassVar[str] = "top-k-residual"
+
+    def __post_init__(self):
+        if not isinstance(self.top, int) or self.top < 1:
+            raise ValueError(f"top must be a whole number >= 1, got {self.top!r}")
+
+    def acceptance(self, ratio):
+        return _clip1(ratio)
+
+    def residual(self, p, q):
+        """(..., V) max(0, cut(p) - cut(q)) renormalized; p cut, where that leaves nothing."""
+        cut_p, cut_q = _top(p, self.top), _top(q, self.top)
+        raw = (cut_p - cut_q).clip(min=0) if not isinstance(p, np.ndarray) else np.maximum(cut_p - cut_q, 0)
+        mass = raw.sum(-1, keepdims=True)
+        fallback = cut_p / cut_p.sum(-1, keepdims=True)
+        if isinstance(p, np.ndarray):
+            return np.where(mass > 0, raw / np.where(mass > 0, mass, 1), fallback)
+        return (raw / mass.clamp_min(1e-30)).where(mass > 0, fallback)
+
+
+def _top(p, top: int):
+    """p with all but its `top` largest entries (along the last axis) set to 0 (ties at the cut kept)."""
+    if isinstance(p, np.ndarray):
+        kth = np.sort(p, axis=-1)[..., -min(top, p.shape[-1]), None]
+        return np.where(p >= kth, p, 0)
+    import torch
+
+    kth = torch.topk(p, min(top, p.shape[-1]), dim=-1).values[..., -1:]
+    return torch.where(p >= kth, p, torch.zeros_like(p))
+
+
+KNOBS = {knob.name: knob for knob in (Threshold(), Synthetic(), TopKResidual())}  # name: default setting
+
+
+def knob(rule):
+    """The knob a rule names ("threshold", "synthetic", "top-k-residual"), or the knob itself; None for
+    any other rule (the exact ones)."""
+    if isinstance(rule, (Threshold, Synthetic, TopKResidual)):
+        return rule
+    return KNOBS.get(rule) if isinstance(rule, str) else None
+
+
+def toy_tables(rule, P, Q):
+    """(accept, fix) (V, V) tables of a knob for toy.rejection_round: the accept probability of every
+    (context, token) and the rows a rejection resamples from."""
+    from specnotes import rules
+
+    k = knob(rule)
+    P, Q = np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64)
+    accept = k.acceptance(P / np.where(Q > 0, Q, 1))
+    fix = k.residual(P, Q)
+    return accept, (rules.residual(P, Q) if fix is None else fix)
