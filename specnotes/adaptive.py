@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks, theory
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Wrapper
 
 
 def _check_round(drafted, accepted) -> None:
@@ -135,7 +135,7 @@ class Controller:
         self.judged = self.decay * self.judged + judged
 
 
-class AdaptiveK(Drafter):
+class AdaptiveK(Wrapper):
     """A drafter whose k comes from a schedule, not from the engine (which still cuts the draft to the
     tokens left). Wraps any drafter that takes k, such as DraftModel; what the wrapped drafter needs from
     the target's pass (Lookahead's predictions, EagleLite's states) it still gets."""
@@ -145,10 +145,8 @@ class AdaptiveK(Drafter):
                                                  for m in ("reset", "next_k", "observe")):
             raise TypeError(f"schedule must be a schedule object such as Fixed(4), Heuristic() or "
                             f"Controller(c), not {schedule!r}")
-        if not isinstance(drafter, Drafter):
-            raise TypeError(f"drafter must be a drafter object such as DraftModel(draft), got {drafter!r}")
+        super().__init__(drafter)
         self.drafter, self.schedule = drafter, schedule
-        self.vocab_size, self.needs = drafter.vocab_size, drafter.needs
         self.name = schedule.name
 
     def reset(self, prompt: list[int]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from specnotes.drafters.base import Drafter
+from specnotes.drafters.base import Drafter, Wrapper
 from specnotes.prompts import FREE_FORM, KINDS
 
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
@@ -24,19 +24,13 @@ EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >
 # (1.25-1.28x), and 0.3 lifts α from 0.49 to 0.67 for 0.1 fewer tokens per pass.
 
 
-class TimedDrafter(Drafter):
+class TimedDrafter(Wrapper):
     """Wraps a drafter and adds up the wall time spent proposing and updating (the draft cost)."""
 
     def __init__(self, drafter):
-        if not isinstance(drafter, Drafter):
-            raise TypeError(f"drafter must be a drafter object such as PromptLookup(), got {drafter!r}")
-        self.inner = drafter
+        super().__init__(drafter)
         self.seconds = 0.0
         self.proposals = 0
-        self.vocab_size, self.needs = drafter.vocab_size, drafter.needs
-
-    def reset(self, prompt):
-        self.inner.reset(prompt)
 
     def propose(self, tokens, k, sampler):
         start = time.perf_counter()
@@ -135,11 +129,14 @@ def engine_mode(target, make: Callable[[], Drafter], max_new_tokens: int, k: int
 
 def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
         max_new_tokens: int = 64, k: int = 4, do_sample: bool = False, seed: int = 0,
-        progress: bool = True, temperature: float = 1.0, repeats: int = 1, warmup: int = 1) -> list[Run]:
+        progress: bool = True, temperature: float = 1.0, repeats: int = 1, warmup: int = 1,
+        rules: dict | None = None) -> list[Run]:
     """Plain decoding and each drafter through the engine on every prompt, timed by timing.round_robin:
     for each prompt, plain and every drafter back to back, after `warmup` untimed runs of each on the
     first prompt (so no first-call cost lands in the table). With repeats > 1 a run's time is its median.
-    do_sample=False is greedy; otherwise both sample at `temperature`."""
+    do_sample=False is greedy; otherwise both sample at `temperature`. rules: drafter name -> the engine's
+    verification rule for it (engine.RULES; "exact" for any name not in it), so one drafter can be timed
+    under two rules side by side."""
     from specnotes import checks, timing
     from specnotes.decode import plain_generate, prompt_ids
     from specnotes.env import device_of
@@ -158,6 +155,9 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     for i, p in enumerate(prompts):
         if not (isinstance(p, dict) and isinstance(p.get("text"), str) and "kind" in p):
             raise ValueError(f"prompts[{i}] must be a dict with 'kind' and 'text', got {p!r}")
+    rules = {} if rules is None else rules
+    if not isinstance(rules, dict) or set(rules) - set(drafters):
+        raise ValueError(f"rules must map names in drafters to rules, got {rules!r}")
     eos = tokenizer.eos_token_id
 
     def plain(ids, sample, s):
@@ -165,7 +165,8 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
                                             temperature=temperature, seed=s, eos_token_id=eos).tokens)
 
     modes = {PLAIN: plain, **{name: engine_mode(target, make, max_new_tokens, k, temperature=temperature,
-                                                eos_token_id=eos) for name, make in drafters.items()}}
+                                                eos_token_id=eos, rule=rules.get(name, "exact"))
+                              for name, make in drafters.items()}}
     by_kind, where = {}, []  # kind -> its prompts' ids; where[i]: prompt i's (kind, index in its kind)
     for p in prompts:
         where.append((p["kind"], len(by_kind.setdefault(p["kind"], []))))

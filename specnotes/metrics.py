@@ -1,5 +1,6 @@
 """The metrics people misread: one run's acceptance under each engine's definition (`Acceptance.table()`),
-the conversions between them, and per-chunk ITL against per-token TPOT. Made for notebooks 08 and 09.
+the conversions between them, and per-chunk ITL against per-token TPOT. Notebook 07 shows one run under
+every definition.
 
 alpha divides by the drafts the target judged, vLLM's draft_acceptance_rate by every drafted token; an
 acceptance length counts the target's own token or not, over every round or only those that drafted.

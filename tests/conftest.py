@@ -206,7 +206,7 @@ def _top_k_tree_class():
 
 def _registry():
     from specnotes import adaptive
-    from specnotes.drafters import DraftModel, Lookahead, Medusa, PromptLookup, RandomTree, Suffix
+    from specnotes.drafters import DraftModel, Lookahead, Medusa, OneHot, PromptLookup, RandomTree, Suffix
 
     return {
         # chain drafters with a real q
@@ -215,12 +215,16 @@ def _registry():
         "early exit + adapter": _exit,
         "adaptive k (heuristic) draft model": lambda t, real: adaptive.AdaptiveK(
             DraftModel(_draft_lm(t, real)), adaptive.Heuristic(start=2)),
+        "eagle-lite, sampled": lambda t, real: _eagle(t, real, k=3, sampled=True),
         # point-mass chains
         "prompt lookup": lambda t, real: PromptLookup(),
         "prompt lookup, fixed length": lambda t, real: PromptLookup(adaptive=False, num_tokens=4),
         "suffix": lambda t, real: Suffix(),
         "lookahead": lambda t, real: Lookahead(),
         "adaptive k (fixed) lookahead": lambda t, real: adaptive.AdaptiveK(Lookahead(), adaptive.Fixed(3)),
+        # a sampled draft model whose q is dropped: verified as point masses, as engines without draft
+        # probabilities do (still exact)
+        "one-hot draft model": lambda t, real: OneHot(DraftModel(_draft_lm(t, real)), greedy=False),
         "eagle-lite": lambda t, real: _eagle(t, real, k=3),
         "eagle-lite + gate": lambda t, real: _eagle(t, real, k=2, min_confidence=0.2),
         # trees
@@ -237,10 +241,11 @@ def make_drafter(name, target, real=False):
 
 
 DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + adapter",
-                 "adaptive k (heuristic) draft model", "prompt lookup", "prompt lookup, fixed length",
-                 "suffix", "lookahead", "adaptive k (fixed) lookahead", "eagle-lite", "eagle-lite + gate",
+                 "adaptive k (heuristic) draft model", "eagle-lite, sampled", "prompt lookup",
+                 "prompt lookup, fixed length", "suffix", "lookahead", "adaptive k (fixed) lookahead",
+                 "one-hot draft model", "eagle-lite", "eagle-lite + gate",
                  "medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
-WITH_Q = DRAFTER_NAMES[:4]  # the drafters that report a sampled q (the rest draft point masses)
+WITH_Q = DRAFTER_NAMES[:5]  # the drafters that report a sampled q (the rest draft point masses)
 TREES = ("medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
 
 

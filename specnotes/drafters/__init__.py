@@ -4,7 +4,7 @@ specnotes.drafters.base (Draft, Feedback, Drafter).
 The engine (specnotes.engine) calls them; notebooks 02, 06 and 07 compare them.
 """
 
-from specnotes.drafters.base import Draft, Drafter, Feedback
+from specnotes.drafters.base import Draft, Drafter, Feedback, OneHot, Wrapper
 from specnotes.drafters.distilled import load_distilled_draft
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.drafters.eagle import EagleLite
@@ -16,4 +16,4 @@ from specnotes.drafters.random_tree import RandomTree
 from specnotes.drafters.suffix import Suffix
 
 __all__ = ["Draft", "Drafter", "DraftModel", "EagleLite", "EarlyExit", "Feedback", "Lookahead", "Medusa",
-           "PromptLookup", "RandomTree", "Suffix", "load_distilled_draft"]
+           "OneHot", "PromptLookup", "RandomTree", "Suffix", "Wrapper", "load_distilled_draft"]

@@ -72,3 +72,45 @@ class Drafter:
 
     def update(self, feedback: Feedback) -> None:
         """The round is over: roll back whatever rejected guesses left behind, learn from the pass."""
+
+
+class Wrapper(Drafter):
+    """A drafter around another one (AdaptiveK, OneHot, the timing and test wrappers): it forwards reset,
+    propose and update, and what the inner drafter needs, so a subclass overrides only what it changes."""
+
+    def __init__(self, inner):
+        if not isinstance(inner, Drafter):
+            raise TypeError(f"{type(self).__name__} wraps a drafter object such as DraftModel(draft), got "
+                            f"{inner!r}")
+        self.inner = inner
+        self.vocab_size, self.needs = inner.vocab_size, inner.needs
+
+    def reset(self, prompt: list[int]) -> None:
+        self.inner.reset(prompt)
+
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        return self.inner.propose(tokens, k, sampler)
+
+    def update(self, feedback: Feedback) -> None:
+        self.inner.update(feedback)
+
+
+class OneHot(Wrapper):
+    """The inner drafter's guesses verified as point masses: its q is dropped, as in engines that pass no
+    draft probabilities. Still exact, for any drafter: a sampled target keeps guess x with probability
+    p(x) instead of min(1, p(x)/q(x)), and a rejection resamples p without x.
+
+    greedy=True (the default) also has the inner drafter draft its argmax (vLLM's default,
+    draft_sample_method="greedy"); greedy=False keeps its sampled guesses and only drops q."""
+
+    def __init__(self, inner, greedy: bool = True):
+        from specnotes.sampling import Sampler
+
+        super().__init__(inner)
+        if not isinstance(greedy, bool):
+            raise TypeError(f"greedy must be True or False, got {greedy!r}")
+        self.greedy, self._argmax = greedy, Sampler(do_sample=False)
+
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        draft = self.inner.propose(tokens, k, self._argmax if self.greedy else sampler)
+        return Draft(draft.tokens, None, draft.parents)

@@ -154,13 +154,19 @@ class EagleLite(Drafter):
     needs = frozenset({"states"})  # the engine hands the target's hidden states to update()
 
     def __init__(self, target, model="trained", k: int = 3, vocab: int | None = VOCAB,
-                 min_confidence: float | None = None):
+                 min_confidence: float | None = None, sampled: bool = False):
         """vocab: an int n scores only the n tokens the target writes most often (distill.frequent_tokens;
         the committed weights were trained over VOCAB of them), cutting the LM-head read of each draft
         step by V / n; None scores every token (also what a target too small for those ids gets).
         min_confidence: draft a token only while its probability under the draft (over the scored
-        tokens) is at least this; a round can then draft nothing and costs one plain target step."""
+        tokens) is at least this; a round can then draft nothing and costs one plain target step.
+        sampled: when the engine samples, draw each guess from the draft's distribution (processed as the
+        target's is) and report it as q, instead of drafting the argmax as a point mass."""
         from specnotes import checks
+
+        if not isinstance(sampled, bool):
+            raise TypeError(f"sampled must be True or False, got {sampled!r}")
+        self.sampled = sampled
 
         k = checks.whole(k, "k", scalar=True)
         if min_confidence is not None:
@@ -185,15 +191,27 @@ class EagleLite(Drafter):
             ids = torch.as_tensor(ids, device=device_of(self.model))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
 
-    def _pick(self, h, logits) -> tuple[int, bool]:
-        """The draft's top token, and whether it clears min_confidence."""
+    def _pick(self, h, logits, sampler) -> tuple[int, bool, object]:
+        """The draft's guess (its top token, or a draw when sampled), whether it clears min_confidence,
+        and the distribution it was drawn from (None for the argmax)."""
         import torch
 
         scores = logits[0, -1] if self.subset is None else h[0, -1] @ self.subset[1].T
-        best = int(scores.argmax())
+        q = None
+        if self.sampled and sampler is not None and sampler.do_sample:
+            full = scores.float()
+            if self.subset is not None:  # tokens outside the scored ones get no mass
+                full = torch.full((self.model.body.lm_head.weight.shape[0],), float("-inf"),
+                                  device=scores.device).index_copy(0, self.subset[0], scores.float())
+            q = sampler.probs(full)
+            token = sampler.draw(q)
+            best = token if self.subset is None else int((self.subset[0] == token).nonzero()[0, 0])
+        else:
+            best = int(scores.argmax())
+            token = best if self.subset is None else int(self.subset[0][best])
         sure = (self.min_confidence is None
                 or float(torch.softmax(scores.float(), -1)[best]) >= self.min_confidence)
-        return (best if self.subset is None else int(self.subset[0][best])), sure
+        return token, sure, q
 
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed, self.states = None, 0, None
@@ -213,21 +231,23 @@ class EagleLite(Drafter):
             h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True,
                                                with_logits=self.subset is None)
             self.fed += m
-            token, sure = self._pick(h, logits)
+            token, sure, q = self._pick(h, logits, sampler)
             drafted = [token] if sure and k > 0 else []
+            qs = [q] if drafted else []
             feat = h[:, -1:]
             while sure and len(drafted) < min(self.k, k):
                 pos = torch.tensor([[self.fed + len(drafted) - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
                                                       self.cache, pos, use_cache=True,
                                                       with_logits=self.subset is None)
-                token, sure = self._pick(feat, logits)
+                token, sure, q = self._pick(feat, logits, sampler)
                 if sure:
                     drafted.append(token)
+                    qs.append(q)
             extra = self.cache.get_seq_length() - self.fed
             if extra:
                 self.cache.crop(-extra)  # the drafted positions are guesses, not committed text
-        return Draft(drafted)
+        return Draft(drafted, torch.stack(qs) if qs and qs[0] is not None else None)
 
     def update(self, feedback) -> None:
         self.states = feedback.states
