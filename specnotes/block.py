@@ -165,3 +165,66 @@ def expected_accepted(P, Q, k: int, rule: str = "block", context=None, one_hot: 
         after = np.concatenate([later_fail[:, 1:], np.ones((len(h), 1))], axis=1)  # prod_{j > i}
         kept = (h * after * np.arange(1, k + 1)).sum(axis=1)
     return float((chance * kept).sum())
+
+
+def kept_given_draft(p_rows, q_rows, drafted) -> tuple[float, float]:
+    """(token-wise, block): the expected drafts kept under each rule, exactly, given one round's draft.
+    p_rows (k+1, V) the target's processed distributions, q_rows (k, V) the drafter's, drafted (k,).
+    Averaged over rounds whose drafts were sampled from q, each is an unbiased estimate of that rule's
+    expected kept drafts, and the two share every draft: a paired comparison with little noise."""
+    p_rows, q_rows = np.asarray(p_rows, dtype=np.float64), np.asarray(q_rows, dtype=np.float64)
+    drafted = np.asarray(drafted, dtype=np.int64)
+    k = len(drafted)
+    if p_rows.shape[0] != k + 1 or q_rows.shape[0] != k:
+        raise ValueError(f"p_rows needs k + 1 = {k + 1} rows and q_rows k = {k}, got {p_rows.shape[0]} and "
+                         f"{q_rows.shape[0]}")
+    cols = np.arange(k)
+    ratio = p_rows[cols, drafted] / q_rows[cols, drafted]
+    token_wise = float(np.cumprod(np.minimum(ratio, 1)).sum())
+    h = rules.block_stop_probabilities(rules.block_weights(ratio[None]), p_rows[None], q_rows[None])[0]
+    after = np.append(np.cumprod((1 - h)[::-1])[::-1][1:], 1.0)  # prod_{j > i} (1 - h_j)
+    return token_wise, float((h * after * np.arange(1, k + 1)).sum())
+
+
+def paired_kept(target, make_drafter, prompts, max_new_tokens: int, k: int, temperature: float = 1.0,
+                seed: int = 0) -> np.ndarray:
+    """(rounds, 2) kept_given_draft for every round that drafted, on a real model: each prompt is sampled
+    through the engine (token-wise rule) with a fresh make_drafter(); every draft it proposed is then
+    priced under both rules by one extra target pass over the round's context and draft. The drafter
+    must report q (a draft model, EagleLite(sampled=True)); prompts: (1, T) id tensors."""
+    import torch
+
+    from specnotes import engine
+    from specnotes.drafters.base import Wrapper
+    from specnotes.sampling import Sampler
+
+    class Recorder(Wrapper):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.drafts = []
+
+        def propose(self, tokens, k_, sampler):
+            draft = self.inner.propose(tokens, k_, sampler)
+            self.drafts.append((list(tokens), draft))
+            return draft
+
+    processing = Sampler(do_sample=True, temperature=temperature)
+    out = []
+    for i, ids in enumerate(prompts):
+        recorder = Recorder(make_drafter())
+        engine.generate(target, recorder, ids, max_new_tokens, k=k, do_sample=True, temperature=temperature,
+                        seed=seed + i, eos_token_id=-1)
+        for tokens, draft in recorder.drafts:
+            if not draft.tokens:
+                continue
+            if draft.q is None:
+                raise ValueError("paired_kept needs drafts with q (the distribution each guess was drawn "
+                                 "from): a draft model, or EagleLite(sampled=True)")
+            n = len(draft.tokens)
+            with torch.inference_mode():
+                logits = target(torch.tensor([tokens + draft.tokens], device=ids.device)).logits[0, -(n + 1):]
+            p = processing.probs(logits).double().cpu().numpy()
+            q = draft.q[:n].double().cpu().numpy()
+            p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
+            out.append(kept_given_draft(p, q, draft.tokens))
+    return np.array(out).reshape(-1, 2)

@@ -109,6 +109,46 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     return dist
 
 
+def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0):
+    """(support, probs): every continuation of `length` tokens that sampling with top-k can produce, as an
+    (top_k**length, length) array of ids, and the exact probability of each, for any vocabulary (a real
+    model: top-k keeps the enumeration small). chi2_on_support tests samples against it."""
+    import torch
+
+    from specnotes.env import device_of, host
+    from specnotes.sampling import Sampler
+
+    checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
+    length = checks.whole(length, "length", scalar=True)
+    top_k = checks.whole(top_k, "top_k", scalar=True)
+    if top_k**length > 100_000:
+        raise ValueError(f"top_k**length = {top_k}**{length} continuations is too many to enumerate")
+    device = device_of(model)
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
+    support, probs = np.zeros((1, 0), dtype=np.int64), np.ones(1)
+    for _ in range(length):
+        batch = torch.tensor([prompt[0].tolist() + s for s in support.tolist()], device=device)
+        with torch.no_grad():
+            p = host(processing.probs(model(batch).logits[:, -1].double())).double()
+        top = torch.topk(p, top_k, dim=-1)  # the kept tokens (ties at the cut: the first top_k of them)
+        kept = top.values.numpy() / top.values.numpy().sum(axis=1, keepdims=True)
+        support = np.concatenate([np.repeat(support, top_k, axis=0), top.indices.numpy().reshape(-1, 1)], 1)
+        probs = (probs[:, None] * kept).reshape(-1)
+    return support, probs
+
+
+def chi2_on_support(samples, support, probs) -> ChiSquare:
+    """chi2_test of sampled continuations (n, length) against exact_top_k's (support, probs): each
+    continuation becomes its row in support, and one more cell of probability 0 holds any that is not
+    there (so a single impossible sample gives p = 0)."""
+    samples, support = np.asarray(samples), np.asarray(support)
+    if samples.ndim != 2 or samples.shape[1] != support.shape[1]:
+        raise ValueError(f"samples must be (n, {support.shape[1]}) continuations, got shape {samples.shape}")
+    where = {tuple(row): i for i, row in enumerate(support.tolist())}
+    rows = np.array([[where.get(tuple(row), len(support))] for row in samples.tolist()], dtype=np.int64)
+    return chi2_test(rows, np.append(checks.distribution(probs, "probs"), 0.0))
+
+
 def expected_tv_noise(exact, n) -> np.ndarray:
     """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
     approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""

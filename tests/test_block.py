@@ -220,3 +220,23 @@ def test_bad_rules_are_refused_with_a_reason(tiny):
     with pytest.raises(ValueError, match="drafted a tree"):
         engine.generate(tiny.target, make_drafter("random tree", tiny.target), tiny.prompt, 4,
                         do_sample=True, seed=0, rule="block")
+
+
+def test_kept_given_draft_is_the_enumerations_expectation():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        k, vocab = int(rng.integers(1, 5)), int(rng.integers(2, 6))
+        p, q = rng.dirichlet(np.ones(vocab), size=k + 1), rng.dirichlet(np.ones(vocab), size=k)
+        drafted = tuple(int(rng.choice(vocab, p=q[i])) for i in range(k))
+        expect = [sum(prob * kept for kept, prob, _ in block._outcomes(p.tolist(), q.tolist(), drafted, rule))
+                  for rule in block.RULES]
+        assert np.allclose(block.kept_given_draft(p, q, drafted), expect)
+
+
+def test_paired_kept_prices_each_round_under_both_rules(tiny):
+    pairs_ = block.paired_kept(tiny.small_target, lambda: DraftModel(tiny.small_draft), [tiny.small_prompt],
+                               12, k=3, seed=0)
+    assert pairs_.shape[1] == 2 and len(pairs_) >= 2
+    assert np.all((pairs_ >= 0) & (pairs_ <= 3))
+    with pytest.raises(ValueError, match="needs drafts with q"):
+        block.paired_kept(tiny.small_target, PromptLookup, [tiny.small_prompt], 8, k=3)

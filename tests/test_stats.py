@@ -72,3 +72,19 @@ def test_convergence_tracks_tv_and_p_for_each_sampler():
     assert set(out) == {"target", "target-residual"} and out["target"].shape == (2, 2)
     assert out["target"][1, 0] < out["target"][0, 0]  # the perfect sampler's TV shrinks with N
     assert out["target-residual"][1, 1] < stats.FLAG_P  # the bug is flagged at 20k sequences
+
+
+def test_exact_top_k_matches_the_dense_enumeration_and_catches_an_impossible_sample(tiny):
+    """On a 6-token model, exact_top_k (top 3) is exact_first_tokens with top_k=3 restricted to its
+    support; a sample outside the support makes chi2_on_support fail at once."""
+    dense = stats.exact_first_tokens(tiny.small_target, tiny.small_prompt, 2, top_k=3)
+    support, probs = stats.exact_top_k(tiny.small_target, tiny.small_prompt, 2, top_k=3)
+    assert support.shape == (9, 2) and np.isclose(probs.sum(), 1)
+    assert np.allclose(probs, dense[support[:, 0] * 6 + support[:, 1]])
+    assert np.isclose(dense.sum() - dense[support[:, 0] * 6 + support[:, 1]].sum(), 0)
+    rng = np.random.default_rng(0)
+    draws = support[rng.choice(len(support), size=2000, p=probs)]
+    assert stats.chi2_on_support(draws, support, probs).p_value > stats.FLAG_P
+    outside = next(t for t in range(6) if t not in set(support[:, 0].tolist()))
+    bad = np.concatenate([draws, [[outside, support[0, 1]]]])
+    assert stats.chi2_on_support(bad, support, probs).p_value == 0.0
