@@ -45,6 +45,8 @@ SLOW_TESTS = {
     "tests/test_tree.py::test_typical_acceptance_is_flagged_as_not_lossless": 30,
     "tests/test_sampling.py::test_the_target_residual_bug_fails_the_same_test": 15,
     "tests/test_engine.py::test_greedy_equals_generate_on_the_real_model": 31,
+    "tests/test_block.py::test_every_lossy_knob_through_the_engine_is_flagged": 22,
+    "tests/test_block.py::test_a_planted_block_mistake_through_the_engine_is_flagged": 8,
 }
 
 
