@@ -104,7 +104,7 @@ GUIDE = {
          "measure a real draft's cost c, and handle an α that depends on the position",
          "see what block verification adds to the formula, on the toy and on SmolLM2"),
         "notebooks 02 and 03.",
-        5, 40, "tokens per pass, the speedup formula, and the best k, with sliders"),
+        15, 40, "tokens per pass, the speedup formula, and the best k, with sliders"),
     "06_drafters": Guide(
         "The drafter family: where the guesses come from", "Drafters",
         ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
