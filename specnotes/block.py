@@ -160,10 +160,8 @@ def expected_accepted(P, Q, k: int, rule: str = "block", context=None, one_hot: 
     if rule == "exact":
         kept = np.cumprod(np.minimum(ratio, 1), axis=1).sum(axis=1)  # sum_i P(first i all kept)
     else:
-        h = rules.block_stop_probabilities(rules.block_weights(ratio), P[ctx], q_rows)
-        later_fail = np.cumprod(1 - h[:, ::-1], axis=1)[:, ::-1]  # prod_{j >= i} (1 - h_j)
-        after = np.concatenate([later_fail[:, 1:], np.ones((len(h), 1))], axis=1)  # prod_{j > i}
-        kept = (h * after * np.arange(1, k + 1)).sum(axis=1)
+        kept = rules.block_expected_kept(
+            rules.block_stop_probabilities(rules.block_weights(ratio), P[ctx], q_rows))
     return float((chance * kept).sum())
 
 
@@ -181,9 +179,8 @@ def kept_given_draft(p_rows, q_rows, drafted) -> tuple[float, float]:
     cols = np.arange(k)
     ratio = p_rows[cols, drafted] / q_rows[cols, drafted]
     token_wise = float(np.cumprod(np.minimum(ratio, 1)).sum())
-    h = rules.block_stop_probabilities(rules.block_weights(ratio[None]), p_rows[None], q_rows[None])[0]
-    after = np.append(np.cumprod((1 - h)[::-1])[::-1][1:], 1.0)  # prod_{j > i} (1 - h_j)
-    return token_wise, float((h * after * np.arange(1, k + 1)).sum())
+    h = rules.block_stop_probabilities(rules.block_weights(ratio[None]), p_rows[None], q_rows[None])
+    return token_wise, float(rules.block_expected_kept(h)[0])
 
 
 def paired_kept(target, make_drafter, prompts, max_new_tokens: int, k: int, temperature: float = 1.0,

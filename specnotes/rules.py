@@ -118,6 +118,15 @@ def block_stop_probabilities(weights, p_rows, q_rows):
     return np.concatenate([h, weights[:, k - 1:]], axis=1)
 
 
+def block_expected_kept(h):
+    """(m,) expected drafts the block rule keeps from (m, k) stop probabilities h: it keeps i when h_i
+    passes and every later h_j fails, so sum_i i * h_i * prod_{j > i} (1 - h_j)."""
+    h = np.asarray(h, dtype=np.float64)
+    later_fail = np.cumprod((1 - h)[:, ::-1], axis=1)[:, ::-1]  # prod_{j >= i} (1 - h_j)
+    after = np.concatenate([later_fail[:, 1:], np.ones((len(h), 1))], axis=1)  # prod_{j > i}
+    return (h * after * np.arange(1, h.shape[1] + 1)).sum(axis=1)
+
+
 def verify_block(p_rows, q_rows, drafted, u_accept, u_fix, longest: bool = True):
     """One round of block verification for m sequences at once; same arguments and return as verify.
 

@@ -68,6 +68,18 @@ def residual(p, q):
     return torch.where(mass > 0, r / torch.where(mass > 0, mass, torch.ones_like(mass)), p)
 
 
+def _draft_rows(drafted: list[int], q, p):
+    """(x, q, rows) for a chain draft judged against p (k+1, V): the drafted ids, q on p's device and dtype
+    (one-hot at the drafted tokens when the draft reported none), and the row index 0..k-1."""
+    import torch
+
+    x = torch.tensor(drafted, device=p.device)
+    if q is None:  # deterministic draft: q is one-hot at the drafted token
+        q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
+    q = q.to(device=p.device, dtype=p.dtype)  # a draft model may live elsewhere, or run in 16 bits
+    return x, q, torch.arange(len(drafted), device=p.device)
+
+
 def accept_greedy(logits, drafted: list[int]) -> tuple[int, int]:
     """(n accepted, next token): keep drafts while they equal the target's argmax."""
     best = logits.argmax(-1).tolist()  # the only host sync of the round
@@ -81,17 +93,12 @@ def accept_sampled(logits, drafted: list[int], q, sampler: Sampler, knob=None) -
     """(n accepted, next token) by the rejection rule; q None means a point-mass draft.
     logits: (len(drafted) + 1, V), the target's rows after the last token and after each draft.
     knob: a lossy knob (specnotes.lossy) that replaces the accept probability and/or the residual."""
-    import torch
 
     k = len(drafted)
     p = sampler.probs(logits)  # (k+1, V)
     if k == 0:
         return 0, sampler.draw(p[0])
-    x = torch.tensor(drafted, device=p.device)
-    if q is None:  # deterministic draft: q is one-hot at the drafted token
-        q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
-    q = q.to(device=p.device, dtype=p.dtype)  # a draft model may live elsewhere, or run in 16 bits
-    rows = torch.arange(k, device=p.device)
+    x, q, rows = _draft_rows(drafted, q, p)
     p_x, q_x = p[rows, x], q[rows, x]
     # min(1, p/q); q(x) = 0 cannot happen for a token drawn from q, and p(x) = 0 always rejects
     ratio = p_x / q_x.clamp_min(1e-30)
@@ -115,11 +122,7 @@ def accept_block(logits, drafted: list[int], q, sampler: Sampler,
     p = sampler.probs(logits)  # (k+1, V)
     if k == 0:
         return 0, sampler.draw(p[0])
-    x = torch.tensor(drafted, device=p.device)
-    if q is None:
-        q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p.dtype)
-    q = q.to(device=p.device, dtype=p.dtype)
-    rows = torch.arange(k, device=p.device)
+    x, q, rows = _draft_rows(drafted, q, p)
     # w_i = min(1, w_{i-1} p/q) as a walk in logs reflected at 0: S_i - max(0, S_1..S_i)
     s = torch.cumsum(torch.log(p[rows, x] / q[rows, x].clamp_min(1e-30)), 0)
     w = torch.exp(s - torch.cummax(s.clamp_min(0), 0).values)

@@ -80,14 +80,25 @@ def chi2_test(samples, exact) -> ChiSquare:
     return ChiSquare(tv, float(sps.chi2.sf(stat, obs.size - 1)))
 
 
+def _next_probs(model, prompt, prefixes: list, processing):
+    """(len(prefixes), V) float64 on the host: the processed next-token distribution after the prompt
+    and each prefix, in one batched pass."""
+    import torch
+
+    from specnotes.env import device_of, host
+
+    batch = torch.tensor([prompt[0].tolist() + list(p) for p in prefixes], device=device_of(model))
+    with torch.no_grad():
+        return host(processing.probs(model(batch).logits[:, -1].double())).double()
+
+
 def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top_k: int | None = None):
     """(V**length,) the exact probability of each possible first `length` sampled tokens, in
     lexicographic order, under plain sampling from the processed distribution: the reference that the
     calibrated χ² tests compare a real engine's samples against (chi2_test). Tiny vocabularies only: it
     runs V**(length-1) prefixes."""
-    import torch
 
-    from specnotes.env import device_of, host
+    from specnotes.env import device_of
     from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
@@ -95,15 +106,13 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     if model.config.vocab_size ** length > 10_000_000:
         raise ValueError(f"length: V**length = {model.config.vocab_size}**{length} outcomes is too many to "
                          "enumerate; this reference is for tiny vocabularies and a few tokens")
-    device = device_of(model)
-    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0,
+                         device=device_of(model))
     dist = np.ones(1)
     prefixes = [[]]
     for _ in range(length):
-        batch = torch.tensor([prompt[0].tolist() + p for p in prefixes], device=device)
-        with torch.no_grad():
-            probs = host(processing.probs(model(batch).logits[:, -1].double())).double().numpy()
-            probs /= probs.sum(axis=1, keepdims=True)
+        probs = _next_probs(model, prompt, prefixes, processing).numpy()
+        probs /= probs.sum(axis=1, keepdims=True)
         dist = (dist[:, None] * probs).reshape(-1)
         prefixes = [p + [v] for p in prefixes for v in range(probs.shape[1])]
     return dist
@@ -115,7 +124,7 @@ def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0
     model: top-k keeps the enumeration small). chi2_on_support tests samples against it."""
     import torch
 
-    from specnotes.env import device_of, host
+    from specnotes.env import device_of
     from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
@@ -123,13 +132,11 @@ def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0
     top_k = checks.whole(top_k, "top_k", scalar=True)
     if top_k**length > 100_000:
         raise ValueError(f"top_k**length = {top_k}**{length} continuations is too many to enumerate")
-    device = device_of(model)
-    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0, device=device)
+    processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0,
+                         device=device_of(model))
     support, probs = np.zeros((1, 0), dtype=np.int64), np.ones(1)
     for _ in range(length):
-        batch = torch.tensor([prompt[0].tolist() + s for s in support.tolist()], device=device)
-        with torch.no_grad():
-            p = host(processing.probs(model(batch).logits[:, -1].double())).double()
+        p = _next_probs(model, prompt, support.tolist(), processing)
         top = torch.topk(p, top_k, dim=-1)  # the kept tokens (ties at the cut: the first top_k of them)
         kept = top.values.numpy() / top.values.numpy().sum(axis=1, keepdims=True)
         support = np.concatenate([np.repeat(support, top_k, axis=0), top.indices.numpy().reshape(-1, 1)], 1)
