@@ -1,0 +1,194 @@
+"""specnotes.server and specnotes.loadgen against a stand-in for `vllm serve`: a small OpenAI-compatible HTTP
+server in a package named vllm on PYTHONPATH, so the real process handling (launch, health, stop, the log
+tail on a death) and the real HTTP client run, with no vLLM installed. Notebook 09 runs the real engine."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from specnotes import loadgen, server
+
+FAKE = textwrap.dedent('''
+    import json, os, sys, time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    if os.environ.get("FAKE_DIE"):
+        print("fake vllm: cannot start, planted failure", flush=True)
+        sys.exit(3)
+    METRICS = """# HELP vllm:spec_decode_num_drafts_total drafts
+    vllm:spec_decode_num_drafts_total{engine="0",model_name="smollm2"} 10.0
+    vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="smollm2"} 40.0
+    vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="smollm2"} 25.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="0"} 9.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="1"} 7.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="2"} 5.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="smollm2",position="3"} 4.0
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            body = b"" if self.path == "/health" else METRICS.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            n, want = req.get("n", 1), req["max_tokens"]
+            prompt = req["prompt"]
+            first = prompt[-1] if isinstance(prompt, list) else len(prompt)
+            ids = [(first + i) % 100 for i in range(want)]
+            if not req.get("stream"):
+                choices = [{"index": j, "text": "", "logprobs": {"tokens": [f"token_id:{t}" for t in ids]},
+                            "finish_reason": "length"} for j in range(n)]
+                body = json.dumps({"choices": choices}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            sizes, i = [1, 3, 1, 2], 0  # chunks of several tokens, as a speculating server sends
+            while i < want:
+                chunk = ids[i:i + sizes[i % 4]]
+                i += len(chunk)
+                choice = {"index": 0, "text": "x", "logprobs": {"tokens": [f"token_id:{t}" for t in chunk]},
+                          "finish_reason": "length" if i >= want else None}
+                self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\\n\\n".encode())
+                self.wfile.flush()
+                time.sleep(0.002)
+            self.wfile.write(b"data: [DONE]\\n\\n")
+
+    print("fake vllm: serving on", port, flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+''')
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    pkg = tmp_path / "site" / "vllm" / "entrypoints" / "openai"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "site" / "vllm", tmp_path / "site" / "vllm" / "entrypoints", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(FAKE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return model
+
+
+def make(model, tmp_path, **kw):
+    return server.Server(model, python=sys.executable, log=tmp_path / "server.log", timeout=30, **kw)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_server_starts_answers_and_always_stops(fake_vllm, tmp_path):
+    s = make(fake_vllm, tmp_path, speculative={"method": "ngram", "num_speculative_tokens": 4})
+    with pytest.raises(KeyboardInterrupt), s:  # an interrupted cell
+        pid = s.process.pid
+        assert s.running and s.started_s > 0
+        counts = server.spec_counters(s.metrics())
+        assert counts == {"num_drafts": 10, "num_draft_tokens": 40, "num_accepted_tokens": 25,
+                          "accepted_per_position": [9, 7, 5, 4]}
+        raise KeyboardInterrupt
+    assert not s.running
+    assert not alive(pid)  # stop() reaped it: its process group is gone
+    s.stop()  # twice is fine
+
+
+def test_the_speculative_config_reaches_the_command_line(fake_vllm):
+    args = server.server_args(fake_vllm, 1234, {"method": "ngram", "num_speculative_tokens": 3})
+    assert args[args.index("--speculative-config") + 1] == '{"method": "ngram", "num_speculative_tokens": 3}'
+    assert "--speculative-config" not in server.server_args(fake_vllm, 1234)
+
+
+def test_a_server_that_dies_shows_its_log_tail(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DIE", "1")
+    with pytest.raises(server.ServerError, match="exited with code 3(.|\n)*planted failure"):
+        make(fake_vllm, tmp_path).start()
+
+
+def test_a_busy_port_says_pick_another(fake_vllm, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(server.ServerError, match=f"port {port} .* is busy.*pick another"):
+            make(fake_vllm, tmp_path, port=port).start()
+
+
+def test_a_hub_name_is_refused_offline(tmp_path):
+    with pytest.raises(server.ServerError, match="hub is offline"):
+        server.Server("HuggingFaceTB/SmolLM2-135M-Instruct", python=sys.executable)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(server.ServerError, match="draft model"):
+        server.Server(tmp_path, speculative={"method": "draft_model", "model": "some/hub-draft"},
+                      python=sys.executable)
+
+
+def test_a_missing_environment_says_make_vllm(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECNOTES_VLLM_PYTHON", raising=False)
+    with pytest.raises(server.ServerError, match="make vllm"):
+        server.vllm_python(tmp_path / "no-such-venv")
+
+
+def test_load_counts_every_token_of_multi_token_chunks(fake_vllm, tmp_path):
+    with make(fake_vllm, tmp_path) as s:
+        load = loadgen.run_load(s.url, [[5, 6], [7], [8, 9, 10]], concurrency=2, max_tokens=7)
+        ids = loadgen.complete(s.url, [[1, 2, 3], "abcd"], 3, n=2)
+    assert [r.tokens for r in load.records] == [7, 7, 7]
+    assert [r.chunk_tokens for r in load.records][0] == [1, 3, 1, 2]
+    summary = loadgen.summarize(load)
+    assert summary.requests == 3 and summary.tokens_per_chunk == pytest.approx(7 / 4)
+    assert summary.total_tps > 0 and summary.ttft_s > 0
+    assert summary.itl_chunk_s > summary.itl_token_s  # several tokens per chunk: a chunk gap spans them
+    assert ids == [[[3, 4, 5], [3, 4, 5]], [[4, 5, 6], [4, 5, 6]]]
+
+
+def test_metrics_parse_drops_engine_labels_and_counters_subtract():
+    text = ('vllm:x_total{engine="0",model_name="m"} 3.0\n'
+            'vllm:y_total{engine="0",model_name="m",position="1"} 2.5\n# comment\n')
+    assert server.parse_metrics(text) == {"vllm:x_total": 3.0, 'vllm:y_total{position="1"}': 2.5}
+    a = {"num_drafts": 1, "num_draft_tokens": 4, "num_accepted_tokens": 2, "accepted_per_position": [1, 1]}
+    b = {"num_drafts": 3, "num_draft_tokens": 12, "num_accepted_tokens": 5,
+         "accepted_per_position": [3, 1, 1, 0]}
+    assert server.counters_between(a, b) == {"num_drafts": 2, "num_draft_tokens": 8, "num_accepted_tokens": 3,
+                                             "accepted_per_position": [2, 0, 1, 0]}
+
+
+def test_crossover_is_the_first_losing_level():
+    assert loadgen.crossover([1, 2, 4, 8], [10, 20, 30, 40], [15, 25, 29, 35]) == 4
+    assert loadgen.crossover([1, 2], [10, 20], [15, 25]) is None
+    assert loadgen.cycle([1, 2, 3], 5) == [1, 2, 3, 1, 2]
+    with pytest.raises(ValueError):
+        loadgen.cycle([], 2)
+
+
+def test_summaries_of_a_load_without_tokens_refuse():
+    with pytest.raises(ValueError, match="no request"):
+        loadgen.summarize(loadgen.Load(1, 1.0, [loadgen.Record(0.0, [], [], None)]))
+    assert np.isfinite(loadgen.summarize(loadgen.Load(1, 2.0, [loadgen.Record(0.0, [0.5], [4], "length")]))
+                       .total_tps)
