@@ -80,17 +80,11 @@ class Divergence:
 
 def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int = 4, dtype=None,
                      name: str = "") -> Divergence:
-    """Plain greedy against speculative greedy with `drafter` (a fresh drafter object) in one dtype.
-
-    The margins come from one forward pass over prompt + plain output (teacher forcing): the same
-    logits up to the rounding this module is about, which is fine for telling a near-tie from a gap."""
-    import torch
-
+    """Plain greedy against speculative greedy with `drafter` (a fresh drafter object) in one dtype
+    (margins: see `divergence`)."""
     from specnotes import checks, engine
     from specnotes.decode import plain_generate
     from specnotes.env import device_of
-    from specnotes.passes import forward_pass
-    from specnotes.timing import first_difference
 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)
@@ -98,13 +92,31 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     ids = input_ids.to(device_of(m))
     plain = plain_generate(m, ids, max_new_tokens, eos_token_id=-1).tokens
     spec = engine.generate(m, drafter, ids, max_new_tokens, k=k, eos_token_id=-1).tokens
+    return divergence(m, ids, plain, spec, name or type(drafter).__name__)
+
+
+def divergence(model, input_ids, plain: list[int], other: list[int], name: str = "") -> Divergence:
+    """Where `other` (a speculative run, another engine) first leaves `plain` (greedy from this model), and
+    plain's top-1 minus top-2 logit there and at every position up to it: a near-tie (margin at the
+    rounding noise) explains a divergence, a wide margin does not.
+
+    The margins come from one forward pass over prompt + plain output (teacher forcing): the same
+    logits up to the rounding this module is about, which is fine for telling a near-tie from a gap."""
+    import torch
+
+    from specnotes.env import device_of
+    from specnotes.passes import forward_pass
+    from specnotes.timing import first_difference
+
+    ids = input_ids.to(device_of(model))
+    plain, other = [int(t) for t in plain], [int(t) for t in other]
     with torch.inference_mode():
         full = torch.tensor([[*ids[0].tolist(), *plain]], device=ids.device)
-        logits, _ = forward_pass(m, full, keep=len(plain) + 1)
+        logits, _ = forward_pass(model, full, keep=len(plain) + 1)
     top2 = torch.topk(logits[0, :-1].float(), 2, dim=-1).values
     margins = (top2[:, 0] - top2[:, 1]).tolist()
-    where = first_difference(spec, plain)
-    upto = len(margins) if where is None else where + 1
-    return Divergence(str(next(m.parameters()).dtype).removeprefix("torch."), name or type(drafter).__name__,
-                      where, None if where is None else margins[where], float(np.min(margins[:upto])),
-                      plain, spec, margins)
+    where = first_difference(other, plain)
+    upto = len(margins) if where is None else min(where + 1, len(margins))
+    return Divergence(str(next(model.parameters()).dtype).removeprefix("torch."), name, where,
+                      None if where is None or where >= len(margins) else margins[where],
+                      float(np.min(margins[:upto])), plain, other, margins)

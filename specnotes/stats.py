@@ -156,6 +156,80 @@ def chi2_on_support(samples, support, probs) -> ChiSquare:
     return chi2_test(rows, np.append(checks.distribution(probs, "probs"), 0.0))
 
 
+OTHER = -1  # exact_head's marker: "any token outside the enumerated top ones here"
+
+
+def exact_head(model, prompt, length: int, top: int, temperature: float = 1.0):
+    """(support, probs) of a partition of every continuation of `length` tokens under plain sampling at
+    `temperature` (no top-k): each of the `top` likeliest tokens at each step gets its own cell, and the
+    rest of that step's mass one cell marked OTHER (the continuation ends there). Every cell's probability
+    is exact, so chi2_on_head tests a full-vocabulary sampler, with no top-k to trust, on few cells."""
+    from specnotes.env import device_of
+    from specnotes.sampling import Sampler
+
+    checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
+    length = checks.whole(length, "length", scalar=True)
+    top = checks.whole(top, "top", scalar=True)
+    if (top + 1) ** length > 100_000:
+        raise ValueError(f"(top + 1)**length = {top + 1}**{length} cells is too many to enumerate")
+    processing = Sampler(do_sample=True, temperature=temperature, seed=0, device=device_of(model))
+    open_rows, open_probs = [[]], [1.0]
+    support, probs = [], []
+    for _ in range(length):
+        p = _next_probs(model, prompt, open_rows, processing).numpy()
+        p /= p.sum(axis=1, keepdims=True)
+        best = np.argsort(-p, axis=1, kind="stable")[:, :top]
+        rows, masses = [], []
+        for row, mass, dist, ids in zip(open_rows, open_probs, p, best, strict=True):
+            kept = dist[ids]
+            support.append(row + [OTHER] * (length - len(row)))
+            probs.append(mass * max(0.0, 1.0 - kept.sum()))
+            rows += [row + [int(t)] for t in ids]
+            masses += list(mass * kept)
+        open_rows, open_probs = rows, masses
+    support += open_rows
+    probs += open_probs
+    return np.array(support, dtype=np.int64), np.array(probs)
+
+
+def chi2_on_head(samples, support, probs) -> ChiSquare:
+    """chi2_on_support against exact_head's partition: each sampled continuation goes to its cell (its
+    tokens up to the first one outside the enumerated top ones, then OTHER)."""
+    samples = np.asarray(samples)
+    support = np.asarray(support)
+    named = {tuple(row[:i]) for row in support.tolist() for i in range(row.index(OTHER) if OTHER in row
+                                                                         else len(row) + 1)}
+    cells = []
+    for row in samples.tolist():
+        cut = next((i for i in range(1, len(row) + 1) if tuple(row[:i]) not in named), None)
+        cells.append(row if cut is None else row[:cut - 1] + [OTHER] * (len(row) - cut + 1))
+    return chi2_on_support(np.array(cells, dtype=np.int64).reshape(samples.shape), support, probs)
+
+
+def samples_for_power(probs, shift: float, power: float = 0.9, level: float = FLAG_P) -> int:
+    """The fewest samples with which chi2_test flags, with probability `power` at p < `level`, a sampler
+    that moves a fraction `shift` of the mass onto the likeliest cell (mixture (1 - shift) p + shift e):
+    the noncentral chi-square with noncentrality n * sum((a - p)^2 / p) over cells of p > 0 (before the
+    test pools its sparse cells, so a close guide rather than a promise)."""
+    p = checks.distribution(probs, "probs")
+    shift = checks.probability(shift, "shift", scalar=True)
+    if not 0 < shift:
+        raise ValueError("shift must be above 0: no sample size detects no change")
+    p = p[p > 0]
+    alt = (1 - shift) * p
+    alt[np.argmax(p)] += shift
+    per_sample = float(((alt - p) ** 2 / p).sum())
+    df = p.size - 1
+    critical = sps.chi2.isf(level, df)
+    lo, hi = 1, 1
+    while sps.ncx2.sf(critical, df, hi * per_sample) < power:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if sps.ncx2.sf(critical, df, mid * per_sample) < power else (lo, mid)
+    return hi
+
+
 def expected_tv_noise(exact, n) -> np.ndarray:
     """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
     approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""

@@ -61,3 +61,23 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
                "(specnotes.drafters.distilled) on distill.windows of this target's own text, or use "
                f"surgery.student(target, {layers}) untrained")
     return follow(target, model).eval()
+
+
+def export_distilled_draft(dest=None, layers=(0, 1)) -> Path:
+    """The distilled draft as a standalone model folder (safetensors, config and the target's tokenizer),
+    for engines that load a draft model by path (vLLM's speculative_config {"method": "draft_model"}).
+    Written once into the specnotes cache (store.write_store: atomic, with a manifest); later calls return
+    the folder as it is."""
+    from specnotes import models, store
+
+    dest = Path(dest) if dest is not None else store.cache_dir() / "models" / (
+        f"smollm2-135m-{_name(layers).removesuffix('.safetensors')}")
+    if (dest / "config.json").exists():
+        return dest
+    target, tokenizer = models.load(device="cpu", dtype="float32")
+    draft = load_distilled_draft(target, layers, progress=False)
+    # its own copies of the shared embeddings and LM head, so the folder stands alone
+    alone = student(target, layers)
+    alone.load_state_dict(draft.state_dict())
+    return store.write_store(dest, alone, tokenizer, meta={"what": "specnotes distilled draft",
+                                                           "layers": list(layers)})
