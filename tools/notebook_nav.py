@@ -43,7 +43,7 @@ INSTALL_MARK = "specnotes @ git+"  # how apply() recognizes an install cell it i
 
 # The notebooks whose timings and training want a GPU. Colab reads this notebook metadata (what it
 # saves after Runtime > Change runtime type > T4 GPU) and opens them on a T4 runtime.
-COLAB_GPU = {"06_drafters", "07_live_timings", "08_production"}
+COLAB_GPU = {"06_drafters", "07_live_timings", "08_production", "09_vllm_serving"}
 COLAB_GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 
 
@@ -52,9 +52,10 @@ class Guide(NamedTuple):
     short: str             # link text for prev/next
     objectives: tuple      # what the learner will be able to do
     prerequisites: str
-    minutes_cpu_full: int  # measured: `make notebooks` on 2 CPU cores (tools/run_notebooks.py)
+    minutes_cpu_full: int | None  # measured by `make notebooks` on 2 CPU cores; None: not timed yet
     minutes_reading: int   # reading, running and the exercises, at a learner's pace
     blurb: str             # one line for the previous notebook's "Next" link
+    quick_minutes: float = 1  # quick mode's time on 2 CPU cores, at most
 
 
 GUIDE = {
@@ -130,6 +131,15 @@ GUIDE = {
          "choose k adaptively, and measure time to first token and bursty inter-token latency"),
         "notebooks 01 (the roofline), 05 (the speedup formula), 06 (drafters) and 07 (timing honestly).",
         13, 40, "batch size, content, temperature, numerics and adaptive k"),
+    "09_vllm_serving": Guide(
+        "The same model in a production serving engine: vLLM on this CPU", "vLLM serving",
+        ("run vLLM's OpenAI-compatible server per configuration, loaded by concurrent streamed requests",
+         "compare vLLM's greedy speculation with plain decoding and read its counters under every definition",
+         "measure the Monday-morning flip (throughput against concurrency) and turn speculation off by "
+         "batch size",
+         "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
+        "notebooks 03 (the rule and the χ² test), 07 (timing honestly), 08 (batching); `make vllm` once.",
+        None, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=15),
 }
 
 
@@ -156,9 +166,10 @@ def header(paths: list[Path], i: int) -> str:
     return (f"{' · '.join(links)}\n\n# {path.stem[:2]} · {g.title}\n\n"
             f"**You will**\n{objectives}\n\n"
             f"**You need:** {g.prerequisites}\n\n"
-            f"**Time:** about {g.minutes_reading} minutes to work through. Running every cell takes about "
-            f"{g.minutes_cpu_full} min on 2 CPU cores in full mode, under 1 min in quick mode "
-            f"(`SPECNOTES_QUICK=1`).")
+            f"**Time:** about {g.minutes_reading} minutes to work through. " + (
+                f"Running every cell takes about {g.minutes_cpu_full} min on 2 CPU cores in full mode"
+                if g.minutes_cpu_full is not None else "Its full mode has not been timed yet")
+            + f", under {g.quick_minutes:g} min in quick mode (`SPECNOTES_QUICK=1`).")
 
 
 def footer(paths: list[Path], i: int) -> str:

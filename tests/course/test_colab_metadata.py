@@ -1,4 +1,4 @@
-"""Notebooks 06-08 open on a Colab T4: they carry the runtime request Colab itself saves after
+"""Notebooks 06-09 open on a Colab T4: they carry the runtime request Colab itself saves after
 Runtime > Change runtime type > T4 GPU, and neither tool that rewrites notebooks (tools/run_notebooks.py
 after every run, tools/notebook_nav.py) drops it. The other notebooks run on a CPU runtime.
 """
@@ -14,7 +14,7 @@ import pytest
 from tests import notebook_utils
 from tests.notebook_utils import NOTEBOOKS
 
-GPU_NOTEBOOKS = ["06_drafters", "07_live_timings", "08_production"]
+GPU_NOTEBOOKS = ["06_drafters", "07_live_timings", "08_production", "09_vllm_serving"]
 T4 = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 
 

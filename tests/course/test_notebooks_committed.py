@@ -9,7 +9,7 @@ from tests.notebook_utils import NOTEBOOKS, cells, source, tagged
 # grows as notebooks land; every one listed must be present
 EXPECTED = [
     "00_start_here", "01_roofline", "02_draft_and_verify", "03_rejection_sampling", "04_bug_zoo",
-    "05_speedup_math", "06_drafters", "07_live_timings", "08_production",
+    "05_speedup_math", "06_drafters", "07_live_timings", "08_production", "09_vllm_serving",
 ]
 
 
