@@ -36,7 +36,7 @@ class CheckResult:
 
 _REGISTRY: dict[str, Exercise] = {}
 # one module per notebook with exercises
-_BANKS = ("nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08")
+_BANKS = ("nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07", "nb08", "nb09")
 
 
 def register(ex: Exercise) -> Exercise:
