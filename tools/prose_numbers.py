@@ -30,7 +30,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 
 # a number, with its sign and an optional ×/% after it; the look-arounds keep parts of names and versions out
-NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)(\s?[×x%](?![\w]))?(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d)")
+NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)(\s?(?:[×x](?!\s*\d)|%)(?![\w]))?(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d)")
 CITED = re.compile(r"\bcited\b", re.I)
 # facts of the models and the course, not results: SmolLM2's vocabulary, hidden size and layer counts
 # (135M: 30 layers, 360M: 32), the toy language's contexts (notebook 03)
