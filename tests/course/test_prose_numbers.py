@@ -30,7 +30,6 @@ KNOWN = {
                     "4,096": FACT, "3,000": FACT, "440": STALE, "25%": STALE,
                     "17": STALE, "0.25": STALE},
     "07_live_timings": {"2.83×": STALE, "3.3×": STALE},
-    "08_production": {"100": CITE},
 }
 
 
