@@ -247,7 +247,9 @@ def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]],
                    progress: bool = True, warmup: int = 1) -> list[dict]:
     """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind. The
     first temperature's run warms every mode up (`warmup` runs of each); the later ones find them warm."""
-    from tqdm.auto import tqdm
+    from specnotes.env import progress_bar
+
+    tqdm = progress_bar()
 
     from specnotes import checks
 

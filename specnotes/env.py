@@ -20,6 +20,17 @@ def quick_mode() -> bool:
     return os.environ.get("SPECNOTES_QUICK", "").strip().lower() in _TRUE
 
 
+def progress_bar():
+    """tqdm's class for this session: the notebook widget in a live frontend, or text bars when
+    SPECNOTES_TEXT_PROGRESS is set. tools/run_notebooks.py sets it, so a committed notebook keeps each bar's
+    final text instead of a widget whose state GitHub drops (it would show the bar at 0%)."""
+    if os.environ.get("SPECNOTES_TEXT_PROGRESS"):
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm
+
+
 def in_colab() -> bool:
     """True inside a Google Colab runtime."""
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ

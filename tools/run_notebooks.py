@@ -6,6 +6,7 @@ Usage: python tools/run_notebooks.py [notebooks/NN_name.ipynb ...]  (default: al
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,16 @@ def clean(nb) -> None:
     for cell in nb.cells:
         tags = cell.metadata.get("tags")
         cell.metadata = {"tags": tags} if tags else {}
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                out["text"] = final_text(out["text"])
+
+
+def final_text(text: str) -> str:
+    """What a terminal shows of text with carriage returns: each line's last rewrite (a text progress
+    bar's final state)."""
+    return "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
+                     for line in text.split("\n"))
 
 
 def run(path: Path, timeout: int = 1800) -> float:
@@ -47,6 +58,7 @@ def run(path: Path, timeout: int = 1800) -> float:
 
 
 def main(argv: list[str]) -> int:
+    os.environ["SPECNOTES_TEXT_PROGRESS"] = "1"  # the kernels inherit it: text bars, kept at their final state
     paths = [Path(a) for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     failed = 0
     for path in paths:
