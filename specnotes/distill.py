@@ -85,6 +85,7 @@ def teacher_topk(target, inputs: np.ndarray, k: int = 8, batch: int = 8, progres
     """The target's top-k next-token probabilities at every position of every window:
     (ids (N, L, k) int64, probs (N, L, k) float32, renormalized over the k)."""
     import torch
+
     from specnotes.env import progress_bar
 
     tqdm = progress_bar()
@@ -146,6 +147,7 @@ def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: 
     """AdamW with warm-up and cosine decay over `steps` minibatches of window indices, stopping early
     when `seconds` run out (the schedule is set for `steps`, so a cut run ends at a higher rate)."""
     import torch
+
     from specnotes.env import progress_bar
 
     tqdm = progress_bar()

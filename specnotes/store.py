@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-
 DEFAULT = "smollm2-135m"
 MANIFEST = "manifest.json"
 # What a load reads, so what every manifest must list: from_pretrained reads the config and the weights (one

@@ -254,8 +254,9 @@ def test_the_cpu_fix_runs_the_synthetic_rule_and_leaves_the_standard_one_to_vllm
                                              NO_DRAFT_PROBS=True, SYNTHETIC_MODE=True)
     assert out.tolist() == [[11, 92, -1], [21, 22, 6]]
     out = torch.full((2, 3), -1, dtype=torch.int32)
-    cpu._rejection_greedy_sample_kernel_impl(out, cu, drafts, recovered, bonus, torch.tensor([True, False]), 2,
-                                             uniform, rates, SYNTHETIC_MODE=True)
+    greedy = torch.tensor([True, False])
+    cpu._rejection_greedy_sample_kernel_impl(out, cu, drafts, recovered, bonus, greedy, 2, uniform, rates,
+                                             SYNTHETIC_MODE=True)
     assert out.tolist() == [[11, 92, -1], [-1, -1, -1]]  # only the greedy request is its
     assert calls == []
     cpu._rejection_random_sample_kernel_impl(out, cu, drafts, None, None, bonus, recovered, uniform, None, 2, 100)

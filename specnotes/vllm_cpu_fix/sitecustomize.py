@@ -31,7 +31,7 @@ if importlib.util.find_spec("vllm") is not None:
 
     def _rounds(cu_num_draft_tokens):
         ends = cu_num_draft_tokens.tolist()
-        return zip([0] + ends[:-1], ends)
+        return zip([0] + ends[:-1], ends, strict=True)
 
     def _synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, bonus_token_ids, uniform_probs,
                    rates, fallback, wanted):

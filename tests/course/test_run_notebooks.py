@@ -6,7 +6,8 @@ run_notebooks = tool("run_notebooks")
 
 
 def test_a_text_bar_is_committed_at_its_final_state():
-    text = "teacher pass:   0%|   | 0/4\rteacher pass:  50%|#  | 2/4\rteacher pass: 100%|###| 4/4\nnext line\r\n"
+    text = ("teacher pass:   0%|   | 0/4\rteacher pass:  50%|#  | 2/4\rteacher pass: 100%|###| 4/4\n"
+            "next line\r\n")
     assert run_notebooks.final_text(text) == "teacher pass: 100%|###| 4/4\nnext line\n"
     assert run_notebooks.final_text("plain\ntext\n") == "plain\ntext\n"
 
