@@ -259,7 +259,8 @@ def test_the_cpu_fix_runs_the_synthetic_rule_and_leaves_the_standard_one_to_vllm
                                              SYNTHETIC_MODE=True)
     assert out.tolist() == [[11, 92, -1], [-1, -1, -1]]  # only the greedy request is its
     assert calls == []
-    cpu._rejection_random_sample_kernel_impl(out, cu, drafts, None, None, bonus, recovered, uniform, None, 2, 100)
+    cpu._rejection_random_sample_kernel_impl(out, cu, drafts, None, None, bonus, recovered, uniform, None, 2,
+                                             100)
     cpu._rejection_greedy_sample_kernel_impl(out, cu, drafts, recovered, bonus, None, 2)
     assert calls == ["random", "greedy"]  # the standard rule stays vLLM's own kernels
 

@@ -30,7 +30,9 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 
 # a number, with its sign and an optional ×/% after it; the look-arounds keep parts of names and versions out
-NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)(\s?(?:[×x](?!\s*\d)|%)(?![\w]))?(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d)")
+NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)"  # the number
+                    r"(\s?(?:[×x](?!\s*\d)|%)(?![\w]))?"  # × or % (not the × of a product: 49,152 × 576)
+                    r"(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d)")  # not a name (4k), a power (10⁻⁶) or a version
 CITED = re.compile(r"\bcited\b", re.I)
 # facts of the models and the course, not results: SmolLM2's vocabulary, hidden size and layer counts
 # (135M: 30 layers, 360M: 32), the toy language's contexts (notebook 03)
@@ -91,7 +93,8 @@ def figures(markdown: str, cell: int = 0) -> list[Figure]:
             continue
         for m in NUMBER.finditer(piece):
             number, suffix = m.group(1), (m.group(2) or "").strip()
-            if "." not in number and not suffix and abs(float(number.replace(",", "").replace("−", "-"))) < 10:
+            small = abs(float(number.replace(",", "").replace("−", "-"))) < 10
+            if "." not in number and not suffix and small:
                 continue
             if re.fullmatch(r"(19|20)\d\d", number) or NAMES.search(piece[:m.start()]):  # a year, a name
                 continue

@@ -58,7 +58,8 @@ def run(path: Path, timeout: int = 1800) -> float:
 
 
 def main(argv: list[str]) -> int:
-    os.environ["SPECNOTES_TEXT_PROGRESS"] = "1"  # the kernels inherit it: text bars, kept at their final state
+    # the kernels inherit it: text progress bars, kept at their final state
+    os.environ["SPECNOTES_TEXT_PROGRESS"] = "1"
     paths = [Path(a) for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     failed = 0
     for path in paths:
