@@ -32,21 +32,24 @@ def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
             f"({tk / t1:.2f}x one decode step)")
 
 
-TRACE_COLOURS = {"accepted": "#c8f0c8", "rejected": "#f6c6c6", "corrected": "#ffd9a0", "bonus": "#b9dcff",
+# light backgrounds that stay apart under the common colour-vision deficiencies (blue against orange, not green
+# against red), with dark text on every one, so a trace reads in dark mode too; rejected drafts are also struck out
+TRACE_COLOURS = {"accepted": "#b3d4f5", "rejected": "#f9c89b", "corrected": "#dcc6ef", "bonus": "#fff0a0",
                  "plain": "#e4e4e4"}
+TRACE_TEXT = "#1a1a1a"
 
 
 def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
-    """HTML of an engine trace: each round's accepted drafts (green), rejected drafts (red, struck out),
-    and the target's own token (orange if it corrected a draft, blue if it was the free bonus after a
+    """HTML of an engine trace: each round's accepted drafts (blue), rejected drafts (orange, struck out),
+    and the target's own token (purple if it corrected a draft, yellow if it was the free bonus after a
     fully accepted draft, grey if nothing was drafted and the round was a plain decode step)."""
     import html
 
     def span(token, kind, title):
         text = html.escape(tokenizer.decode([token])).replace("\n", "↵")
-        style = f"background:{TRACE_COLOURS[kind]};border-radius:3px;padding:0 1px;"
+        style = f"background:{TRACE_COLOURS[kind]};color:{TRACE_TEXT};border-radius:3px;padding:0 1px;"
         if kind == "rejected":
-            style += "text-decoration:line-through;color:#a33;"
+            style += "text-decoration:line-through;"
         return f'<span style="{style}" title="{title}">{text}</span>'
 
     parts = []
@@ -56,7 +59,7 @@ def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
         if r.next_token is not None:  # None: the round ended on an accepted EOS draft
             parts.append(span(r.next_token, r.kind, f"round {i + 1}: target's {r.kind} token"))
         parts.append('<span style="color:#999">│</span>')
-    legend = " ".join(f'<span style="background:{c};padding:0 4px">{k}</span>'
+    legend = " ".join(f'<span style="background:{c};color:{TRACE_TEXT};padding:0 4px">{k}</span>'
                       for k, c in TRACE_COLOURS.items())
     body = "".join(parts)
     return (f'<div style="font-family:monospace;line-height:1.8;white-space:pre-wrap">{legend}'

@@ -50,3 +50,11 @@ def test_trace_html_colours_each_token_by_what_happened_to_it():
     assert body.count("line-through") == 2 and body.count("│") == 3  # struck-out drafts, one bar a round
     first = readouts.trace_html(engine.Result(tokens=[0], trace=trace), Letters(), max_rounds=1)
     assert ">a</span>" in first and ">b</span>" not in first
+
+
+def test_trace_html_sets_dark_text_on_every_span_for_dark_mode():
+    trace = [engine.Round(drafted=[1, 2], accepted=1, next_token=4, cache_len=7)]
+    html = readouts.trace_html(engine.Result(tokens=[1, 4], trace=trace), Letters())
+    spans = re.findall(r'<span style="([^"]*)"', html)
+    coloured = [s for s in spans if "background" in s]
+    assert coloured and all(f"color:{readouts.TRACE_TEXT}" in s for s in coloured)
