@@ -29,7 +29,6 @@ KNOWN = {
     "06_drafters": {"24": STALE, "7.5": CITE, "133": FACT, "1.9": STALE, "866": FACT,
                     "4,096": FACT, "3,000": FACT, "440": STALE, "25%": STALE,
                     "17": STALE, "0.25": STALE},
-    "07_live_timings": {"2.83×": STALE, "3.3×": STALE},
 }
 
 
