@@ -57,6 +57,7 @@ def _strip(markdown: str) -> str:
     text = re.sub(r"<[^>]+>", " ", text)  # html tags
     text = re.sub(r"https?://\S+", " ", text)
     text = re.sub(r"^#+\s*[\d.]*\s*", "", text, flags=re.M)  # heading numbers
+    text = re.sub(r"^\*\*Time:\*\*.*$", " ", text, flags=re.M)  # the guide's line (tools/notebook_nav.py)
     text = re.sub(r"^\s*\d+\.\s", " ", text, flags=re.M)  # numbered-list markers
     return text
 
@@ -89,7 +90,7 @@ def figures(markdown: str, cell: int = 0) -> list[Figure]:
     """The result figures of one markdown cell that are not marked as cited."""
     found = []
     for piece in _pieces(_strip(markdown)):
-        if CITED.search(piece) or piece.lstrip().startswith("**Time:**"):
+        if CITED.search(piece):
             continue
         for m in NUMBER.finditer(piece):
             number, suffix = m.group(1), (m.group(2) or "").strip()
