@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes import checks
+
 # ---------------------------------------- notebook 00 and 01: what one forward pass costs
 
 
@@ -87,23 +89,35 @@ def plot_tokens_curve(tokens, measured_s, predicted_s, ax=None):
 # ---------------------------------------- notebook 02: the cache across rounds
 
 
-def plot_cache_lengths(result, prompt_len: int, ax=None):
-    """Target KV-cache length per round: after the verify pass (before rollback) and after rollback."""
+def plot_cache_lengths(result, prompt_len: int, ax=None, zoom: int | None = None):
+    """Target KV-cache length per round: after the verify pass (before rollback) and after rollback.
+    zoom: also draw the first `zoom` rounds on their own axes (beside the whole run), where each round's
+    rollback is wide enough to see."""
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(8, 3.2))[1]
+    if zoom is not None:
+        zoom = checks.whole(zoom, "zoom", low=1, scalar=True)
+    if ax is None:
+        fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(12 if zoom else 8, 3.2), squeeze=False)
+        axes = list(axes[0])
+    else:
+        axes = [ax]
     after = [r.cache_len for r in result.trace]
     before = [(after[i - 1] if i else prompt_len - 1) + len(r.drafted) + 1
               for i, r in enumerate(result.trace)]
     rounds = np.arange(1, len(after) + 1)
-    ax.plot(rounds, before, "v", color="tab:red", label="after the verify pass (drafts included)")
-    ax.plot(rounds, after, "o-", ms=3, color="tab:blue", label="after rollback (accepted prefix only)")
-    ax.vlines(rounds, after, before, color="tab:red", alpha=0.4)
-    ax.set_xlabel("round")
-    ax.set_ylabel("cached positions (axis does not start at 0)")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
-    return ax.figure
+    views = [(axes[0], len(rounds))] + ([(axes[1], min(zoom, len(rounds)))] if zoom and len(axes) > 1 else [])
+    for axis, n in views:
+        axis.plot(rounds[:n], before[:n], "v", color="tab:red", label="after the verify pass (drafts included)")
+        axis.plot(rounds[:n], after[:n], "o-", ms=3, color="tab:blue", label="after rollback (accepted prefix only)")
+        axis.vlines(rounds[:n], after[:n], before[:n], color="tab:red", alpha=0.4)
+        axis.set_xlabel("round")
+        axis.set_ylabel("cached positions (axis does not start at 0)")
+    axes[0].legend(fontsize=8, loc="upper left")
+    axes[0].set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
+    if len(views) > 1:
+        views[1][0].set_title(f"the first {views[1][1]} rounds: each red line is one rollback", fontsize=10)
+    return axes[0].figure
 
 
 # ---------------------------------------- notebook 06: trees and drafters

@@ -82,6 +82,14 @@ def test_cache_plot_marks_the_verify_pass_above_the_rollback():
     plt.close(fig)
 
 
+def test_cache_plot_zooms_on_the_first_rounds_beside_the_whole_run():
+    fig = viz_speed.plot_cache_lengths(RESULT, prompt_len=11, zoom=2)
+    assert len(fig.axes) == 2
+    before, after = (line.get_ydata() for line in fig.axes[1].lines)
+    assert list(after) == [12, 14] and list(before) == [14, 16]
+    plt.close(fig)
+
+
 def test_notebook_08_plots_draw_headless():
     grid = {(b, t): 0.01 * b * (1 + 0.1 * t) for b in (1, 2, 4) for t in (1, 4)}
     fig = viz_speed.plot_batch_grid(grid)
