@@ -61,7 +61,13 @@ def plot_roofline(gpu, dtype: str, k: int = 4, prefill: int = 512, ax=None):
         ax.plot([x], [min(m.peak_flops, x * m.bandwidth)], "o", ms=9, color=color, label=label)
     ax.set_xlabel("FLOPs per byte of weights read")
     ax.set_ylabel("attainable FLOP/s")
+    # the same axis in tokens per pass: intensity is proportional to the tokens that share one weight read
+    per_token = float(roofline.arithmetic_intensity(1, dtype))
+    top = ax.secondary_xaxis("top", functions=(lambda a: a / per_token, lambda t: t * per_token))
+    top.set_xlabel("tokens per pass (T)", fontsize=9)
     ridge_t = roofline.ridge_tokens(m, dtype)
+    ax.annotate(f"ridge: T = {ridge_t:,.0f}", (ridge_ai, m.peak_flops), textcoords="offset points", xytext=(4, -14),
+                fontsize=8, color="gray")
     ax.set_title(f"{m.name} ({dtype}): ridge at {ridge_t:,.0f} tokens/pass", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     return ax.figure

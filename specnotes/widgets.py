@@ -96,7 +96,14 @@ def draw_speedup(view: SpeedupView, heatmap=None, fig=None):
     im = ax3.imshow(np.where(bs > 1, bk, np.nan), origin="lower", aspect="auto", cmap="viridis",
                     extent=[ALPHA_GRID[0], ALPHA_GRID[-1], C_GRID[0], C_GRID[-1]])
     ax3.contour(ALPHA_GRID, C_GRID, bs, levels=[1.0], colors="tab:red", linewidths=1)
-    ax3.plot([view.alpha], [view.c], "o", mfc="none", mec="w", ms=10, mew=2)
+    # your point: a black ring in a white halo, readable on a coloured cell and on a blank one alike, and
+    # labelled with what the heatmap says there
+    ax3.plot([view.alpha], [view.c], "o", mfc="none", mec="w", ms=12, mew=4)
+    ax3.plot([view.alpha], [view.c], "o", mfc="none", mec="k", ms=12, mew=1.5)
+    where = f"best k = {view.best_k}" if view.best_speedup > 1 else "no k pays"
+    ax3.annotate(f"you: {where}", (view.alpha, view.c), textcoords="offset points",
+                 xytext=(-10 if view.alpha > 0.6 else 10, 10), ha="right" if view.alpha > 0.6 else "left",
+                 fontsize=8, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.6", "alpha": 0.9})
     fig.colorbar(im, ax=ax3, label="best k")
     ax3.set_xlabel("α")
     ax3.set_ylabel("c")
