@@ -75,7 +75,8 @@ async def _stream_one(client, url, prompt, max_tokens, temperature, seed) -> Rec
             now = time.perf_counter()
             chunk = json.loads(line[6:])
             if not chunk.get("choices"):  # the server streams its error instead (the engine died)
-                raise RuntimeError(f"the server stopped the stream with: {str(chunk.get('error', chunk))[:500]}")
+                why = str(chunk.get("error", chunk))[:500]
+                raise RuntimeError(f"the server stopped the stream with: {why}")
             choice = chunk["choices"][0]
             n = len((choice.get("logprobs") or {}).get("tokens") or [])
             if n:

@@ -32,8 +32,9 @@ def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
             f"({tk / t1:.2f}x one decode step)")
 
 
-# light backgrounds that stay apart under the common colour-vision deficiencies (blue against orange, not green
-# against red), with dark text on every one, so a trace reads in dark mode too; rejected drafts are also struck out
+# light backgrounds that stay apart under the common colour-vision deficiencies (blue against orange, not
+# green against red), with dark text on every one, so a trace reads in dark mode too; rejected drafts are
+# also struck out
 TRACE_COLOURS = {"accepted": "#b3d4f5", "rejected": "#f9c89b", "corrected": "#dcc6ef", "bonus": "#fff0a0",
                  "plain": "#e4e4e4"}
 TRACE_TEXT = "#1a1a1a"

@@ -66,8 +66,8 @@ def plot_roofline(gpu, dtype: str, k: int = 4, prefill: int = 512, ax=None):
     top = ax.secondary_xaxis("top", functions=(lambda a: a / per_token, lambda t: t * per_token))
     top.set_xlabel("tokens per pass (T)", fontsize=9)
     ridge_t = roofline.ridge_tokens(m, dtype)
-    ax.annotate(f"ridge: T = {ridge_t:,.0f}", (ridge_ai, m.peak_flops), textcoords="offset points", xytext=(4, -14),
-                fontsize=8, color="gray")
+    ax.annotate(f"ridge: T = {ridge_t:,.0f}", (ridge_ai, m.peak_flops), textcoords="offset points",
+                xytext=(4, -14), fontsize=8, color="gray")
     ax.set_title(f"{m.name} ({dtype}): ridge at {ridge_t:,.0f} tokens/pass", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     return ax.figure
@@ -112,10 +112,14 @@ def plot_cache_lengths(result, prompt_len: int, ax=None, zoom: int | None = None
     before = [(after[i - 1] if i else prompt_len - 1) + len(r.drafted) + 1
               for i, r in enumerate(result.trace)]
     rounds = np.arange(1, len(after) + 1)
-    views = [(axes[0], len(rounds))] + ([(axes[1], min(zoom, len(rounds)))] if zoom and len(axes) > 1 else [])
+    views = [(axes[0], len(rounds))]
+    if zoom and len(axes) > 1:
+        views.append((axes[1], min(zoom, len(rounds))))
     for axis, n in views:
-        axis.plot(rounds[:n], before[:n], "v", color="tab:red", label="after the verify pass (drafts included)")
-        axis.plot(rounds[:n], after[:n], "o-", ms=3, color="tab:blue", label="after rollback (accepted prefix only)")
+        axis.plot(rounds[:n], before[:n], "v", color="tab:red",
+                  label="after the verify pass (drafts included)")
+        axis.plot(rounds[:n], after[:n], "o-", ms=3, color="tab:blue",
+                  label="after rollback (accepted prefix only)")
         axis.vlines(rounds[:n], after[:n], before[:n], color="tab:red", alpha=0.4)
         axis.set_xlabel("round")
         axis.set_ylabel("cached positions (axis does not start at 0)")
@@ -271,17 +275,32 @@ def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
     xs = np.linspace(0, top, 50)
     ax.plot(xs, xs, "k-", lw=0.8)
     ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="0.85", label=f"±{band:.0%}")
+    # colour: the mode; marker: the sampling; fill: the prompt kind. A legend instead of a label at every
+    # point, which overlapped where several modes land near 1x
     markers = {"greedy": "o", "sample": "s"}
+    modes = list(dict.fromkeys(r.mode for r, _ in pts))
+    colours = {m: f"C{i % 10}" for i, m in enumerate(modes)}
+    kinds = list(dict.fromkeys(r.prompt_kind for r, _ in pts))
     for r, predicted in pts:
-        ax.scatter(predicted, r.speedup, marker=markers.get(r.sampling, "o"), s=30)
-        ax.annotate(f"{r.mode.removeprefix('engine-')}\n{r.prompt_kind}, {r.sampling}",
-                    (predicted, r.speedup), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        filled = kinds.index(r.prompt_kind) == 0
+        face = colours[r.mode] if filled else "none"
+        ax.scatter(predicted, r.speedup, marker=markers.get(r.sampling, "o"), s=36,
+                   edgecolors=colours[r.mode], facecolors=face, linewidths=1.4)
     ax.axhline(1, color="tab:red", lw=0.6, ls=":")
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.set_xlabel("predicted speedup (measured α, draft and verify costs)")
     ax.set_ylabel("measured speedup")
-    ax.legend(fontsize=8, loc="upper left")
+    from matplotlib.lines import Line2D
+
+    keys = [Line2D([], [], ls="", marker="o", color=colours[m], label=m.removeprefix("engine-"))
+            for m in modes]
+    keys += [Line2D([], [], ls="", marker=mk, color="0.3", label=s) for s, mk in markers.items()]
+    keys += [Line2D([], [], ls="", marker="o", color="0.3", mfc="0.3" if i == 0 else "none",
+                    label=f"{k} prompts ({'filled' if i == 0 else 'hollow'})")
+             for i, k in enumerate(kinds[:2])]
+    keys.append(plt.matplotlib.patches.Patch(color="0.85", label=f"±{band:.0%}"))
+    ax.legend(handles=keys, fontsize=7, loc="upper left")
     return ax.figure
 
 

