@@ -77,7 +77,7 @@ vllm: $(VLLM_STAMP)
 
 # quick mode, with its own time budget (each vLLM server takes about a minute to start on 2 cores)
 test-vllm: model vllm
-	$(CI_ENV) HF_HUB_OFFLINE=1 SPECNOTES_NOTEBOOK_BUDGET=1200 .venv-vllm/bin/python -m pytest $(VLLM_NB) \
+	$(CI_ENV) HF_HUB_OFFLINE=1 SPECNOTES_NOTEBOOK_BUDGET=1500 .venv-vllm/bin/python -m pytest $(VLLM_NB) \
 		--nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 test-browser: model chromium

@@ -139,7 +139,7 @@ GUIDE = {
          "batch size",
          "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
         "notebooks 03 (the rule and the χ² test), 07 (timing honestly), 08 (batching); `make vllm` once.",
-        None, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=15),
+        52, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
 }
 
 
