@@ -124,9 +124,14 @@ def plot_cache_lengths(result, prompt_len: int, ax=None, zoom: int | None = None
         axis.set_xlabel("round")
         axis.set_ylabel("cached positions (axis does not start at 0)")
     axes[0].legend(fontsize=8, loc="upper left")
-    axes[0].set_title("Rejected drafts leave keys and values behind; cropping removes them", fontsize=10)
+    title = "Rejected drafts leave keys and values behind; cropping removes them"
     if len(views) > 1:
+        axes[0].figure.suptitle(title, fontsize=11)
+        axes[0].set_title("the whole run", fontsize=10)
         views[1][0].set_title(f"the first {views[1][1]} rounds: each red line is one rollback", fontsize=10)
+        views[1][0].set_ylabel("")
+    else:
+        axes[0].set_title(title, fontsize=10)
     return axes[0].figure
 
 

@@ -21,7 +21,6 @@ STALE = "a measured figure typed by hand: render it from the run"
 FACT = "a fact of the course or its data, not yet marked"
 KNOWN = {
     "00_start_here": {"16": FACT, "98": FACT},
-    "01_roofline": {"4,300": CITE},
     "02_draft_and_verify": {"200": FACT, "0.7": FACT},
     "03_rejection_sampling": {"0.25": STALE},
     "05_speedup_math": {"512": FACT},
