@@ -242,72 +242,8 @@ def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
     return ax.figure
 
 
-# ---------------------------------------- notebook 07: live timings
-
-
-def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
-    """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
-    (live_summary.Record, as live.run's report.runs holds them)."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(8, 3.6))[1]
-    sel = [r for r in runs if r.sampling == sampling]
-    modes = list(dict.fromkeys(r.mode for r in sel))
-    kinds = list(dict.fromkeys(r.prompt_kind for r in sel))
-    width = 0.8 / max(len(modes), 1)
-    for j, mode in enumerate(modes):
-        rs = [next(r for r in sel if r.mode == mode and r.prompt_kind == k) for k in kinds]
-        x = np.arange(len(kinds)) + (j - (len(modes) - 1) / 2) * width
-        vals = np.array([r.tokens_per_s for r in rs])
-        lo = vals - np.array([r.tokens_per_s_spread[0] for r in rs])
-        hi = np.array([r.tokens_per_s_spread[1] for r in rs]) - vals
-        ax.bar(x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], capsize=2, label=mode)
-    ax.set_xticks(np.arange(len(kinds)), [f"{k} prompt" for k in kinds])
-    ax.set_ylabel("new tokens per second")
-    ax.set_title(f"{sampling}: throughput by mode (bars: median; whiskers: min–max over repeats)")
-    ax.legend(fontsize=7, ncols=2)
-    return ax.figure
-
-
-def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
-    """Each engine mode's predicted speedup against its measured one, with the ±band corridor
-    (live_summary.Record; those with a prediction)."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(5, 4.6))[1]
-    pts = [(r, r.prediction.predicted_speedup) for r in runs if r.prediction is not None]
-    top = max([1.5] + [max(predicted, r.speedup) * 1.1 for r, predicted in pts])
-    xs = np.linspace(0, top, 50)
-    ax.plot(xs, xs, "k-", lw=0.8)
-    ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="0.85", label=f"±{band:.0%}")
-    # colour: the mode; marker: the sampling; fill: the prompt kind. A legend instead of a label at every
-    # point, which overlapped where several modes land near 1x
-    markers = {"greedy": "o", "sample": "s"}
-    modes = list(dict.fromkeys(r.mode for r, _ in pts))
-    colours = {m: f"C{i % 10}" for i, m in enumerate(modes)}
-    kinds = list(dict.fromkeys(r.prompt_kind for r, _ in pts))
-    for r, predicted in pts:
-        filled = kinds.index(r.prompt_kind) == 0
-        face = colours[r.mode] if filled else "none"
-        ax.scatter(predicted, r.speedup, marker=markers.get(r.sampling, "o"), s=36,
-                   edgecolors=colours[r.mode], facecolors=face, linewidths=1.4)
-    ax.axhline(1, color="tab:red", lw=0.6, ls=":")
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("predicted speedup (measured α, draft and verify costs)")
-    ax.set_ylabel("measured speedup")
-    from matplotlib.lines import Line2D
-
-    keys = [Line2D([], [], ls="", marker="o", color=colours[m], label=m.removeprefix("engine-"))
-            for m in modes]
-    keys += [Line2D([], [], ls="", marker=mk, color="0.3", label=s) for s, mk in markers.items()]
-    keys += [Line2D([], [], ls="", marker="o", color="0.3", mfc="0.3" if i == 0 else "none",
-                    label=f"{k} prompts ({'filled' if i == 0 else 'hollow'})")
-             for i, k in enumerate(kinds[:2])]
-    keys.append(plt.matplotlib.patches.Patch(color="0.85", label=f"±{band:.0%}"))
-    ax.legend(handles=keys, fontsize=7, loc="upper left")
-    return ax.figure
-
+# notebook 07's figures live in specnotes.viz_live; re-exported here for the notebooks that use them
+from specnotes.viz_live import plot_mode_rates, plot_predicted_vs_measured  # noqa: E402, F401
 
 # ---------------------------------------- notebook 08: serving
 
