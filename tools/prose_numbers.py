@@ -78,12 +78,17 @@ def _pieces(text: str) -> list[str]:
     return out
 
 
+def _magnitude(number: str) -> float:
+    """|x| of a number as prose writes it: thousands commas, a typographic minus."""
+    return abs(float(number.replace(",", "").replace("−", "-")))
+
+
 def _value(text: str) -> tuple[float, int, str]:
     """(value, decimals, suffix) of a figure as written."""
     match = NUMBER.fullmatch(text.strip())
-    number, suffix = match.group(1).replace(",", "").replace("−", "-"), (match.group(2) or "").strip()
+    number, suffix = match.group(1), (match.group(2) or "").strip()
     decimals = len(number.split(".")[1]) if "." in number else 0
-    return abs(float(number)), decimals, suffix
+    return _magnitude(number), decimals, suffix
 
 
 def figures(markdown: str, cell: int = 0) -> list[Figure]:
@@ -94,19 +99,18 @@ def figures(markdown: str, cell: int = 0) -> list[Figure]:
             continue
         for m in NUMBER.finditer(piece):
             number, suffix = m.group(1), (m.group(2) or "").strip()
-            small = abs(float(number.replace(",", "").replace("−", "-"))) < 10
-            if "." not in number and not suffix and small:
+            if "." not in number and not suffix and _magnitude(number) < 10:
                 continue
             if re.fullmatch(r"(19|20)\d\d", number) or NAMES.search(piece[:m.start()]):  # a year, a name
                 continue
-            if not suffix and abs(float(number.replace(",", "").replace("−", "-"))) in CONSTANTS:
+            if not suffix and _magnitude(number) in CONSTANTS:
                 continue
             found.append(Figure(cell, m.group(0).strip(), " ".join(piece.split())[:160]))
     return found
 
 
 def _numbers(text: str) -> set[float]:
-    return {abs(float(n.replace(",", "").replace("−", "-")))
+    return {_magnitude(n)
             for n in re.findall(r"[−-]?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?", text)}
 
 

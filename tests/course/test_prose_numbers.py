@@ -66,9 +66,10 @@ def test_what_is_a_figure_and_what_is_not():
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_figure_in_prose_is_printed_by_the_run(nb):
-    found = collections.Counter(f.text for f in pn.unbacked(nb))
+    unbacked = pn.unbacked(nb)
+    found = collections.Counter(f.text for f in unbacked)
     known = KNOWN.get(nb.stem, {})
-    new = [f"cell {f.cell}: {f.text!r} in: {f.context}" for f in pn.unbacked(nb) if f.text not in known]
+    new = [f"cell {f.cell}: {f.text!r} in: {f.context}" for f in unbacked if f.text not in known]
     assert not new, ("figures in prose that no output of this notebook prints: render the sentence from "
                      "the run, or mark it (cited: source):\n" + "\n".join(new))
     gone = sorted(set(known) - set(found))
