@@ -238,6 +238,16 @@ def expected_tv_noise(exact, n) -> np.ndarray:
     return (0.5 * np.sqrt(2 * exact * (1 - exact) / (np.pi * n)).sum(axis=-1))[()]
 
 
+def uniform_band(n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Where the sorted p-values of n correct tests fall, pointwise with probability `level`: the i-th
+    smallest of n uniform draws is Beta(i, n + 1 - i). Returns (low, high), each (n,), smallest first."""
+    n = checks.whole(n, "n", scalar=True)
+    level = checks.probability(level, "level", low_open=True, high_open=True, scalar=True)
+    i = np.arange(1, n + 1)
+    tail = (1 - level) / 2
+    return sps.beta.ppf(tail, i, n + 1 - i), sps.beta.ppf(1 - tail, i, n + 1 - i)
+
+
 def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
     """(vocab,) how often each token appears, averaged over positions, under a sequence distribution."""
     vocab, length = checks.whole(vocab, "vocab", scalar=True), checks.whole(length, "length", scalar=True)

@@ -80,7 +80,15 @@ def plot_pvalues(p_values: dict, ax=None):
     """Sorted p-values per sampler against the uniform quantiles a correct sampler follows."""
     import matplotlib.pyplot as plt
 
+    from specnotes.stats import uniform_band
+
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
+    sizes = {len(ps) for ps in p_values.values()}
+    if len(sizes) == 1:  # one band fits every sampler: where a correct sampler's sorted p-values fall
+        n = sizes.pop()
+        low, high = uniform_band(n)
+        ax.fill_between((np.arange(n) + 0.5) / n, low, high, color="0.85", step="mid",
+                        label=f"95% of correct runs ({n} seeds)")
     for name, ps in p_values.items():
         ps = np.sort(np.asarray(ps))
         ax.plot((np.arange(len(ps)) + 0.5) / len(ps), ps, "o", label=name)

@@ -200,6 +200,8 @@ bad("stats.chi2_test", "exact", {"NaN": np.full(16, NAN), "all zero": np.zeros(1
                              "two rows": np.full((2, 8), 1 / 8), "not V**length outcomes": np.full(15, 1 / 15)},
     lambda v: stats.chi2_test(np.ones((5, 2), dtype=int), v))
 bad("stats.expected_tv_noise", "n", POSITIVE, lambda v: stats.expected_tv_noise(EXACT, v))
+bad("stats.uniform_band", "n", WHOLE, lambda v: stats.uniform_band(v))
+bad("stats.uniform_band", "level", {**PROBABILITY, "zero": 0.0, "one": 1.0}, lambda v: stats.uniform_band(30, v))
 bad("bugzoo.audit", "n", WHOLE, lambda v: bugzoo.audit(toy.exact_round, P, Q, v, 3, 2, 0))
 bad("mtp.toy_language", "vocab", WHOLE, lambda v: mtp.toy_language(vocab=v))
 bad("mtp.sample_language", "n", WHOLE, lambda v: mtp.sample_language(mtp.toy_language(), v, 8))

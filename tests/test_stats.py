@@ -31,6 +31,17 @@ def test_correct_samplers_p_values_are_uniform_across_30_seeds():
         assert sps.kstest(p_values, "uniform").pvalue > 1e-3, rule
 
 
+def test_the_uniform_band_holds_correct_p_values_and_not_a_skewed_set():
+    # 4000 sets of 30 uniform p-values: each sorted position falls inside its 95% band 95% of the time
+    low, high = stats.uniform_band(30)
+    sets = np.sort(np.random.default_rng(0).uniform(size=(4000, 30)), axis=1)
+    inside = ((sets >= low) & (sets <= high)).mean(axis=0)
+    assert np.all(np.abs(inside - 0.95) < 0.015)
+    # a sampler whose p-values are squared (piled towards 0) leaves the band at most positions
+    assert ((sets**2 < low) | (sets**2 > high)).mean() > 0.5
+    assert np.all(np.diff(low) > 0) and np.all(low < high)
+
+
 def test_chi2_test_pools_rare_cells_and_checks_shapes():
     stuck = np.zeros((2000, 4), dtype=int)  # a sampler that always says 0 0 0 0
     tv, p_value = stats.chi2_test(stuck, EXACT)
