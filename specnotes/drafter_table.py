@@ -75,6 +75,9 @@ class Row:
     c_per_token: float  # draft time per drafted token / plain time per token (notebook 05's c)
     speedup: float  # plain time / speculative time, same prompts, same moment
     identical: bool | None
+    reached: list[int] = field(default_factory=list)  # rounds behind per_position[i]: their scan reached i
+    rounds: int = 0  # verification passes (one per round)
+    drafted: int = 0  # draft tokens proposed over those rounds (a drafter may propose none in a round)
 
 
 def default_drafters(target) -> dict[str, Callable[[], object]]:
@@ -231,7 +234,9 @@ def table(runs: list[Run]) -> list[Row]:
                 c=draft_s / max(calls, 1) / step_s,
                 c_per_token=draft_s / max(sum(r.drafted for r in sel), 1) / step_s,
                 speedup=plain_s / sum(r.seconds for r in sel),
-                identical=all(same) if same else None))
+                identical=all(same) if same else None,
+                reached=judged_at.astype(int).tolist(), rounds=int(calls),
+                drafted=int(sum(r.drafted for r in sel))))
     return rows
 
 

@@ -120,6 +120,19 @@ def crossover_batch(alpha, k, c, n_params, dtype, gpu, context=0, shape: rooflin
     return lost
 
 
+def largest_batch(k, n_params, dtype, gpu, context=0, shape: roofline.Shape | None = None) -> int | None:
+    """The most sequences whose weights and KV caches (context + k positions each, as simulate counts) fit
+    in the GPU's memory at once: 0 if the weights alone do not fit, None for a machine with no limit."""
+    m = roofline.machine(gpu)
+    if not np.isfinite(m.memory_bytes):
+        return None
+    shape = shape if shape is not None else default_shape(n_params)
+    positions = checks.whole(context, "context", low=0) + checks.whole(k, "k")  # as simulate counts them
+    per_sequence = roofline.kv_cache_bytes(shape, positions, 1, dtype)
+    room = m.memory_bytes - roofline.model_bytes(n_params, dtype)
+    return max(int(room // per_sequence), 0)
+
+
 def measured_speedup(times: dict, alpha: float, k: int, c: float) -> dict:
     """Speedup by batch from measured pass times: times[(batch, tokens)] in seconds, as
     `measure_grid` returns. theory.speedup, as in `simulate`, with the roofline swapped for the clock."""

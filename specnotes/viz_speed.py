@@ -226,128 +226,48 @@ def plot_drafter_bars(rows, value: str = "tokens_per_call", ax=None, baseline: f
 
 
 def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
-    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.drafter_table.table)."""
+    """α at draft position 1, 2, ... per drafter (the "all" rows of specnotes.drafter_table.table), over
+    the count of rounds behind each point (rows with `reached`; ax, if given, is the upper panel)."""
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(6.5, 3.6))[1]
-    for r in rows:
-        if r.kind != "all" or not r.per_position:
-            continue
-        pp = r.per_position[:max_positions]
-        ax.plot(np.arange(1, len(pp) + 1), pp, "o-", ms=4, label=r.drafter)
-    ax.set_xlabel("draft position i (1 = first drafted token)")
+    shown = [r for r in rows if r.kind == "all" and r.per_position]
+    counts = all(getattr(r, "reached", None) for r in shown)
+    if ax is None:
+        fig, axes = plt.subplots(2 if counts else 1, 1, figsize=(6.5, 5.2 if counts else 3.6), sharex=True,
+                                 squeeze=False, gridspec_kw={"height_ratios": [2, 1] if counts else [1]})
+        ax, ax_n = axes[0, 0], (axes[1, 0] if counts else None)
+    else:
+        ax_n = None
+    for r in shown:
+        pp = np.asarray(r.per_position[:max_positions], dtype=float)
+        if counts:  # a position no round reached has no rate (and no point on a log axis)
+            n = np.asarray(r.reached[:max_positions], dtype=float)
+            pp, n = np.where(n > 0, pp, np.nan), np.where(n > 0, n, np.nan)
+        line, = ax.plot(np.arange(1, len(pp) + 1), pp, "o-", ms=4, label=r.drafter)
+        if ax_n is not None:
+            ax_n.plot(np.arange(1, len(n) + 1), n, "o-", ms=3, color=line.get_color())
     ax.set_ylabel("P(accept at i | reached i)")
     ax.set_ylim(-0.03, 1.03)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=8)
+    if ax_n is not None:
+        ax_n.set_yscale("log")
+        ax_n.set_ylabel("rounds reaching i")
+        ax_n.set_xlabel("draft position i (1 = first drafted token)")
+    else:
+        ax.set_xlabel("draft position i (1 = first drafted token)")
     return ax.figure
 
 
 # notebook 07's figures live in specnotes.viz_live; re-exported here for the notebooks that use them
 from specnotes.viz_live import plot_mode_rates, plot_predicted_vs_measured  # noqa: E402, F401
 
-# ---------------------------------------- notebook 08: serving
-
-
-def plot_serving(alpha: float, k: int, c: float, n_params: float, dtype: str, gpu, contexts=(0, 4096, 32768),
-                 batches=None, ax=None):
-    """Speculative / plain throughput per GPU against batch size, one line per context length; the
-    dotted part of a line is where the batch no longer fits in the GPU's memory."""
-    import matplotlib.pyplot as plt
-
-    from specnotes import serving
-
-    batches = np.unique(np.geomspace(1, 1024, 60).astype(int)) if batches is None else np.asarray(batches)
-    ax = ax or plt.subplots(figsize=(7.5, 4))[1]
-    for ctx in contexts:
-        s = serving.simulate(batches, alpha, k, c, n_params, dtype, gpu, ctx)
-        line, = ax.plot(batches, np.where(s.fits, s.speedup, np.nan), lw=2, label=f"context {ctx:,}")
-        ax.plot(batches, np.where(s.fits, np.nan, s.speedup), ls=":", color=line.get_color())
-        cross = serving.crossover_batch(alpha, k, c, n_params, dtype, gpu, ctx)
-        if cross is not None and cross <= batches[-1]:
-            ax.axvline(cross, color=line.get_color(), lw=0.8, ls="--")
-    ax.axhline(1, color="k", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size (sequences decoded together)")
-    ax.set_ylabel("throughput per GPU: speculative / plain")
-    ax.set_title(f"{n_params / 1e9:g}B {dtype} on {getattr(gpu, 'name', gpu)}: "
-                 f"α={alpha:.2f}, k={k}, c={c:.2f}"
-                 " (dashed: crossover; dotted: does not fit)", fontsize=9)
-    ax.legend(fontsize=8)
-    return ax.figure
-
-
-def plot_batch_grid(times: dict, ax=None):
-    """Measured pass time against batch size, one line per tokens-per-sequence T."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(6, 4))[1]
-    batches = sorted({b for b, _ in times})
-    for t in sorted({t for _, t in times}):
-        ax.plot(batches, [1e3 * times[(b, t)] for b in batches], "o-", label=f"T = {t} per sequence")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("ms per forward pass")
-    ax.set_title("Measured: extra positions are free only while the batch is small")
-    ax.legend(fontsize=8)
-    return ax.figure
-
-
-def plot_measured_crossover(measured: dict, predicted: dict, ax=None):
-    """Speedup by batch: measured pass times against the roofline model of this machine."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.subplots(figsize=(6, 4))[1]
-    lines = (("measured (pass times)", measured, "o-"), ("roofline model", predicted, "s--"))
-    for label, data, style in lines:
-        b = sorted(data)
-        ax.plot(b, [data[x] for x in b], style, label=label)
-    ax.axhline(1, color="k", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("speculative / plain throughput")
-    ax.legend(fontsize=8)
-    return ax.figure
-
-
-def plot_temperature_sweep(records: list[dict], value: str = "alpha", ax=None):
-    """α (or tokens per pass) against temperature, one line per (drafter, prompt kind)."""
-    import matplotlib.pyplot as plt
-
-    if records and value not in records[0]:
-        raise ValueError(f"value {value!r} is not a column of the sweep; choose one of "
-                         f"{', '.join(records[0])}")
-    ax = ax or plt.subplots(figsize=(7, 4))[1]
-    sel = [r for r in records if r["kind"] != "all"]
-    styles = {}
-    for drafter in dict.fromkeys(r["drafter"] for r in sel):
-        styles[drafter] = "-" if not styles else "--"
-        for kind in dict.fromkeys(r["kind"] for r in sel):
-            pts = sorted((r["temperature"], r[value]) for r in sel
-                         if r["drafter"] == drafter and r["kind"] == kind)
-            ax.plot([t for t, _ in pts], [v for _, v in pts], styles[drafter], marker="o",
-                    label=f"{drafter}: {kind}")
-    ax.set_xlabel("temperature (0 = greedy)")
-    ax.set_ylabel({"alpha": "α (accepted / judged drafts)"}.get(value, value.replace("_", " ")))
-    ax.legend(fontsize=7, ncols=2)
-    return ax.figure
-
-
-def plot_arrivals(series: dict, ax=None):
-    """Inter-token gaps as an empirical CDF per mode: speculative tokens arrive in bursts (many gaps of
-    zero, then one long wait), plain ones at a steady pace. series: name -> arrival times in seconds."""
-    import matplotlib.pyplot as plt
-
-    short = [name for name, times in series.items() if len(times) < 2]
-    if short:
-        raise ValueError(f"series: {short[0]!r} has fewer than two arrival times, so no gap to plot")
-    ax = ax or plt.subplots(figsize=(6.5, 4))[1]
-    for name, times in series.items():
-        gaps = np.sort(np.diff(np.asarray(times)) * 1e3)
-        ax.step(gaps, np.arange(1, len(gaps) + 1) / len(gaps), where="post",
-                label=f"{name}: median {np.median(gaps):.0f} ms, p95 {np.percentile(gaps, 95):.0f} ms")
-    ax.set_xlabel("gap before the next token (ms)")
-    ax.set_ylabel("fraction of gaps ≤ x")
-    ax.set_title("Inter-token latency: steady against bursty")
-    ax.legend(fontsize=8, loc="lower right")
-    return ax.figure
+# notebook 08's figures live in specnotes.viz_serving; re-exported here for the notebooks that use them
+from specnotes.viz_serving import (  # noqa: E402, F401
+    plot_arrivals,
+    plot_batch_grid,
+    plot_crossover_by_context,
+    plot_measured_crossover,
+    plot_serving,
+    plot_temperature_sweep,
+)

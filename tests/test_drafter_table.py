@@ -30,6 +30,9 @@ def test_rows_add_up_counts_and_times_before_taking_ratios():
     assert rows["b", "all"].alpha == pytest.approx(14 / 30)
     assert rows["b", "all"].speedup == pytest.approx(6.0 / 5.3)  # not the mean of the three ratios
     assert rows["a", "copy"].speedup == pytest.approx(4.0)
+    # the counts behind the rates: rounds, drafts proposed, rounds whose scan reached each position
+    assert (rows["b", "all"].rounds, rows["b", "all"].drafted, rows["b", "all"].reached) == (30, 30, [30])
+    assert (rows["a", "story"].rounds, rows["a", "story"].drafted) == (10, 10)
 
 
 def test_free_form_rows_pool_story_and_qa_only():

@@ -68,6 +68,16 @@ def test_memory_capacity_is_reported():
     assert s.fits.tolist() == [True, False]
 
 
+def test_largest_batch_is_the_last_that_fits_in_the_simulation():
+    for context in (0, 4096, 32768):
+        most = serving.largest_batch(4, 8e9, "bf16", "A100 80GB", context)
+        s = serving.simulate([most, most + 1], 0.8, 4, 0.0, 8e9, "bf16", "A100 80GB", context)
+        assert s.fits.tolist() == [True, False]
+    assert serving.largest_batch(4, 70e9, "bf16", "A100 80GB") == 0  # 140 GB of weights
+    unlimited = roofline.Machine("no limit", 1e11, 1e12, float("nan"), "made up")
+    assert serving.largest_batch(4, 8e9, "bf16", unlimited) is None
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(batch=0), "batch"), (dict(batch=2.5), "batch"), (dict(alpha=1.2), "alpha"),
     (dict(alpha=1.0), "alpha"), (dict(k=0), "k"), (dict(c=-1), "c"), (dict(n_params=-5), "n_params"),

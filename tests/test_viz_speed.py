@@ -13,7 +13,8 @@ from specnotes.viz_speed import plot_step_times
 
 TREE = tree.static_tree([[10, 11, 12], [20, 21], [30]], tree.default_choices((3, 2, 1)))
 ROWS = [SimpleNamespace(drafter=d, kind=kind, tokens_per_call=1.5, speedup=1.2, alpha=0.4,
-                        per_position=[0.6, 0.4, 0.2]) for d in ("a", "b") for kind in ("copy", "all")]
+                        per_position=[0.6, 0.4, 0.2], reached=[50, 30, 12])
+        for d in ("a", "b") for kind in ("copy", "all")]
 RUNS = [SimpleNamespace(mode=m, prompt_kind=kind, sampling="greedy", tokens_per_s=20.0,
                         tokens_per_s_spread=(18.0, 22.0), speedup=1.3,
                         prediction=SimpleNamespace(predicted_speedup=1.4) if m != "plain" else None)
@@ -38,6 +39,8 @@ FIGURES = {
     "plot_mode_rates": lambda ax: viz_speed.plot_mode_rates(RUNS, ax=ax),
     "plot_predicted_vs_measured": lambda ax: viz_speed.plot_predicted_vs_measured(RUNS, ax=ax),
     "plot_serving": lambda ax: viz_speed.plot_serving(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", ax=ax),
+    "plot_crossover_by_context": lambda ax: viz_speed.plot_crossover_by_context(
+        0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 64, 4096], ax=ax),
     "plot_batch_grid": lambda ax: viz_speed.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
     "plot_measured_crossover": lambda ax: viz_speed.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
     "plot_temperature_sweep": lambda ax: viz_speed.plot_temperature_sweep(SWEEP, ax=ax),
@@ -48,7 +51,8 @@ MULTI_PANEL = {"plot_tree_and_mask"}  # these take fig=, the others ax=
 
 def test_every_function_of_the_module_is_a_figure_covered_here():
     functions = inspect.getmembers(viz_speed, inspect.isfunction)
-    defined = {name for name, f in functions if f.__module__ in (viz_speed.__name__, "specnotes.viz_live")}
+    defined = {name for name, f in functions if f.__module__ in (viz_speed.__name__, "specnotes.viz_live",
+                                                                          "specnotes.viz_serving")}
     assert defined == set(FIGURES)
 
 
@@ -120,3 +124,22 @@ def test_tree_plots_draw_headless():
     assert len(fig2.axes[0].lines) == 3
     for f in (fig, fig2):
         plt.close(f)
+
+
+def test_position_plot_counts_the_rounds_behind_each_point():
+    fig = viz_speed.plot_position_acceptance(ROWS)
+    top, counts = fig.axes
+    assert [list(line.get_ydata()) for line in counts.lines] == [[50, 30, 12]] * 2  # one line per "all" row
+    assert counts.get_yscale() == "log" and len(top.lines) == 2
+    plt.close(fig)
+
+
+def test_the_crossover_plot_marks_where_there_is_none_and_the_memory_limit():
+    from specnotes import serving
+
+    fig = viz_speed.plot_crossover_by_context(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 4096])
+    cross, never, fits = fig.axes[0].lines
+    assert cross.get_ydata()[0] == serving.crossover_batch(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", 0)
+    assert np.isnan(cross.get_ydata()[1]) and list(never.get_xdata()) == [4096]  # no crossing at 4k
+    assert fits.get_ydata()[1] == serving.largest_batch(4, 8e9, "bf16", "H100 SXM", 4096)
+    plt.close(fig)
