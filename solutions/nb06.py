@@ -1,13 +1,17 @@
-"""Solutions for notebook 06: an n-gram drafter and acceptance by draft position."""
+"""Solutions for notebook 06: prompt lookup's lookup and acceptance by draft position."""
 
 import numpy as np
 
 
-def ngram_draft(tokens, n, k):
-    tail = tokens[-n:]
-    for start in range(len(tokens) - n - 1, -1, -1):
-        if tokens[start:start + n] == tail:
-            return tokens[start + n:start + n + k]
+def lookup(tokens, max_ngram, limit):
+    for n in range(min(max_ngram, len(tokens) - 1), 0, -1):
+        tail = tokens[-n:]
+        # every window that ends before the last token
+        starts = [s for s in range(len(tokens) - n) if tokens[s:s + n] == tail]
+        if starts:
+            room = [s for s in starts if len(tokens) - (s + n) >= limit]
+            best = room[-1] if room else max(starts, key=lambda s: (len(tokens) - s, -s))
+            return tokens[best + n:best + n + limit]
     return []
 
 
@@ -19,4 +23,4 @@ def acceptance_by_position(rounds, k):
     return np.where(judged > 0, kept / np.maximum(judged, 1), np.nan)
 
 
-SOLUTIONS = {"06.1": ngram_draft, "06.2": acceptance_by_position}
+SOLUTIONS = {"06.1": lookup, "06.2": acceptance_by_position}

@@ -3,8 +3,8 @@
 import numpy as np
 
 
-def predicted_speedup(alphas, draft_lengths, verify_cost, draft_cost):
-    tokens_at = np.concatenate([[1.0], 1 + np.cumsum(np.cumprod(alphas))])  # E(d) for d = 0..k
+def predicted_speedup(position_alpha, draft_lengths, verify_cost, draft_cost):
+    tokens_at = np.concatenate([[1.0], 1 + np.cumsum(np.cumprod(position_alpha))])  # E(d) for d = 0..k
     d = np.asarray(draft_lengths)
     cost = np.asarray(verify_cost, dtype=float)[d + 1] + draft_cost
     return float(tokens_at[d].mean() / cost.mean())

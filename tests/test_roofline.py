@@ -19,7 +19,7 @@ def test_seed_figures_for_a_7b_bf16_model_on_an_h100():
     assert flops / roofline.machine("H100 SXM").peak_flops * 1e6 == pytest.approx(14, rel=0.05)
 
 
-def test_ridge_point_is_where_memory_and_compute_times_meet():
+def test_ridge_tokens_is_where_memory_and_compute_times_meet():
     for gpu, dtype in (("H100 SXM", "bf16"), ("T4", "fp16"), ("A100 80GB", "int8")):
         m = roofline.machine(gpu)
         t = roofline.ridge_tokens(gpu, dtype)

@@ -1,4 +1,5 @@
-"""Hidden cases for notebook 06: an n-gram (prompt lookup) drafter, and acceptance by draft position."""
+"""Hidden cases for notebook 06: prompt lookup's lookup (PromptLookup.lookup), and acceptance by draft
+position."""
 
 from __future__ import annotations
 
@@ -7,37 +8,41 @@ import numpy as np
 from specnotes.exercises import Exercise, register
 
 
-def _ngram_reference(tokens, n, k):
-    tail = tokens[-n:]
-    for start in range(len(tokens) - n - 1, -1, -1):  # latest earlier occurrence first
-        if tokens[start:start + n] == tail:
-            return tokens[start + n:start + n + k]
-    return []
+def _lookup_reference(tokens, max_ngram, limit):
+    """The package's own lookup: the exercise is to write PromptLookup.lookup."""
+    from specnotes.drafters import PromptLookup
+
+    drafter = PromptLookup(max_ngram=max_ngram, num_tokens=limit, max_tokens=max(limit, 32), adaptive=False,
+                           min_tokens=1)
+    return drafter.lookup(list(tokens), limit)
 
 
-def _ngram_cases(fn):
+def _lookup_cases(fn):
     rng = np.random.default_rng(6)
     fixed = [
         ([1, 2, 3, 9, 1, 2, 3], 3, 4, "a 3-gram seen once: what followed it"),
         ([5, 6, 7, 5, 6, 8, 5, 6], 2, 2, "two earlier matches: the most recent wins"),
-        ([1, 2, 3, 4], 2, 3, "no earlier occurrence: an empty draft"),
-        ([4, 4, 4, 4], 2, 5, "overlapping matches in a repeated token"),
+        ([1, 2, 3, 4], 2, 3, "no earlier occurrence of any tail: an empty draft"),
+        ([9, 4, 5, 8, 7, 4, 5], 3, 2, "no 3-gram match: back off to the 2-gram"),
+        ([1, 2, 3, 4, 9, 3, 5, 1, 2, 3], 3, 2, "the longest matching tail wins over a more recent 1-gram"),
+        ([1, 2, 7, 7, 7, 1, 2], 2, 3, "one match, at the start"),
+        ([1, 2, 5, 5, 5, 1, 2, 1, 2], 2, 3, "the most recent match runs into the end: take one with room"),
         ([7, 8], 2, 3, "too short to have an earlier occurrence"),
-        ([1, 2, 1, 2, 9], 1, 3, "a 1-gram"),
     ]
-    for tokens, n, k, label in fixed:
-        want = _ngram_reference(tokens, n, k)
-        got = fn(list(tokens), n, k)
+    for tokens, m, limit, label in fixed:
+        want = _lookup_reference(tokens, m, limit)
+        got = fn(list(tokens), m, limit)
         yield label, got is not None and list(got) == want, f"expected {want}, got {got!r}"
-    for i in range(20):
+    for i in range(30):
         tokens = rng.integers(0, 4, rng.integers(5, 40)).tolist()
-        n, k = int(rng.integers(1, 4)), int(rng.integers(1, 6))
-        want = _ngram_reference(tokens, n, k)
-        got = fn(list(tokens), n, k)
+        m, limit = int(rng.integers(1, 5)), int(rng.integers(1, 6))
+        want = _lookup_reference(tokens, m, limit)
+        got = fn(list(tokens), m, limit)
         if got is None or list(got) != want:
-            yield f"random case {i}: tokens={tokens}, n={n}, k={k}", False, f"expected {want}, got {got!r}"
+            yield f"random case {i}: tokens={tokens}, max_ngram={m}, limit={limit}", False, \
+                f"expected {want}, got {got!r}"
             return
-    yield "20 random sequences", True, ""
+    yield "30 random sequences", True, ""
 
 
 def _position_reference(rounds, k):
@@ -73,11 +78,13 @@ def _position_cases(fn):
 
 register(Exercise(
     id="06.1",
-    title="an n-gram drafter (prompt lookup in a few lines)",
-    hint="Take the last n tokens as the pattern. Scan start positions from len(tokens)-n-1 down to 0 "
-         "(never the tail itself) and return tokens[start+n : start+n+k] for the first match: the most "
-         "recent one. No match: return [].",
-    cases=_ngram_cases,
+    title="prompt lookup's lookup, with back-off",
+    hint="For n from max_ngram down to 1 (and at most len(tokens) - 1), take the last n tokens as the "
+         "pattern and find its earlier occurrences (any window that ends before the last token). The "
+         "first n with a match decides: take the most recent match that has `limit` tokens after it, or, "
+         "if none has, the match with the most tokens after it, and return up to `limit` of them. No "
+         "match at any n: return [].",
+    cases=_lookup_cases,
 ))
 
 register(Exercise(

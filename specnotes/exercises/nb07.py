@@ -17,21 +17,22 @@ def _predict_cases(fn):
         ([1.0, 1.0], [2, 2], [0, 1, 1.5, 2.0], 0.0, "every draft accepted"),
         ([0.0], [0, 0, 1], [0, 1, 1.1], 0.5, "nothing accepted: a slowdown"),
     ]
-    for alphas, lengths, verify, cost, label in fixed:
-        want = predicted_speedup(alphas, lengths, verify, cost)
-        got = fn(list(alphas), list(lengths), list(verify), cost)
+    for position_alpha, lengths, verify, cost, label in fixed:
+        want = predicted_speedup(position_alpha, lengths, verify, cost)
+        got = fn(list(position_alpha), list(lengths), list(verify), cost)
         ok = got is not None and np.isclose(float(got), want, rtol=1e-9)
         yield label, ok, f"expected {want:.6g}, got {got!r}"
     for i in range(10):
         k = int(rng.integers(1, 8))
-        alphas = rng.uniform(0, 1, k).round(3).tolist()
+        position_alpha = rng.uniform(0, 1, k).round(3).tolist()
         lengths = rng.integers(0, k + 1, int(rng.integers(1, 30))).tolist()
         verify = [0.0, *np.cumsum(np.r_[1.0, rng.uniform(0, 0.3, k)]).round(3).tolist()]
         cost = round(float(rng.uniform(0, 1)), 3)
-        want = predicted_speedup(alphas, lengths, verify, cost)
-        got = fn(alphas, lengths, verify, cost)
+        want = predicted_speedup(position_alpha, lengths, verify, cost)
+        got = fn(position_alpha, lengths, verify, cost)
         if got is None or not np.isclose(float(got), want, rtol=1e-9):
-            yield f"random case {i}: alphas={alphas}, lengths={lengths}, verify={verify}, c={cost}", False, \
+            yield (f"random case {i}: position_alpha={position_alpha}, lengths={lengths}, verify={verify}, "
+                   f"c={cost}"), False, \
                 f"expected {want:.6g}, got {got!r}"
             return
     yield "10 random cases", True, ""
