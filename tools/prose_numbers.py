@@ -9,9 +9,10 @@ accepted when
 - a code cell sets it as a literal (a parameter the reader can see: K = 4, AUDIT_SHIFT = 0.25);
 - its sentence, list item or table is marked as cited: it says "cited" (with its source), as in
   "(cited: Leviathan et al. 2023)"; or
-- it is structure, not a result: a version (0.32.0), part of a name (SmolLM2-135M, fp32, 4k), an issue or
-  PR number, a year, one of the models' constants (CONSTANTS), a notebook's **Time:** line (written from
-  tools/notebook_nav.py's guide), inside code (`...`), maths ($...$), a link target, or a heading's number.
+- it is structure, not a result: a version (0.32.0), part of a name (SmolLM2-135M, fp32, 4k, 16-bit), an
+  issue or PR number, a year, one of the models' constants (CONSTANTS), a notebook's **Time:** line
+  (written from tools/notebook_nav.py's guide), inside code (`...`), maths ($...$), a link target, or a
+  heading's number.
 
 Usage: python tools/prose_numbers.py [notebooks/NN_name.ipynb ...]  (default: all) prints every figure
 that no output backs, and exits 1 if there is one. tests/course/test_prose_numbers.py runs it in make test.
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # a number, with its sign and an optional ×/% after it; the look-arounds keep parts of names and versions out
 NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)"  # the number
                     r"(\s?(?:[×x](?!\s*\d)|%)(?![\w]))?"  # × or % (not the × of a product: 49,152 × 576)
-                    r"(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d)")  # not a name (4k), a power (10⁻⁶) or a version
+                    r"(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d|-[A-Za-z])")  # not a name (4k, 16-bit), a power, a version
 CITED = re.compile(r"\bcited\b", re.I)
 # facts of the models and the course, not results: SmolLM2's vocabulary, hidden size and layer counts
 # (135M: 30 layers, 360M: 32), the toy language's contexts (notebook 03)
