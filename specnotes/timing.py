@@ -81,10 +81,11 @@ def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progre
     pass's cache is cropped back after it, so every run sees the same context, and passes may share a
     cache. CUDA is synchronized around each pass."""
     import torch
-    from tqdm.auto import tqdm
 
-    from specnotes.env import device_of
+    from specnotes.env import device_of, progress_bar
     from specnotes.passes import crop, forward_pass
+
+    tqdm = progress_bar()
 
     repeats = checks.whole(repeats, "repeats", scalar=True)
     warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
@@ -239,9 +240,9 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     (lazy set-up, the allocator, transformers' generation config): a mode's first run is not a sample of
     its speed, and a whole warm-up round over every prompt would only add minutes. `device` (the one to
     synchronize) defaults to the model's."""
-    from tqdm.auto import tqdm
+    from specnotes.env import device_of, progress_bar
 
-    from specnotes.env import device_of
+    tqdm = progress_bar()
 
     device = device_of(model) if device is None else device
     repeats = checks.whole(repeats, "repeats", scalar=True)

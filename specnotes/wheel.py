@@ -20,8 +20,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
+from specnotes.env import progress_bar
 from specnotes.store import CorruptCacheError, FetchError, Source, cache_dir, sha256_of, write_store
 
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -128,6 +127,7 @@ def _download_from_index(src: Source, dest: Path) -> Path:
                                 f"{src.wheel_sha256} for {src.wheel}; nothing was downloaded")
     target = dest / name
     try:
+        tqdm = progress_bar()
         with _request(url, index) as resp, open(target, "wb") as out, tqdm(
                 total=int(resp.headers.get("Content-Length") or 0) or None, unit="B", unit_scale=True,
                 desc=name, leave=False) as progress:

@@ -72,9 +72,9 @@ def committed_path(n_heads: int) -> Path:
 def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
     """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
     every window, cached on disk as distill.teacher_targets are (distill.cached_arrays)."""
-    from tqdm.auto import tqdm
+    from specnotes.env import host, progress_bar, to_model
 
-    from specnotes.env import host, to_model
+    tqdm = progress_bar()
 
     def compute():
         out = []

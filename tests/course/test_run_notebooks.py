@@ -33,3 +33,14 @@ def test_clean_keeps_the_final_text_of_stream_outputs():
     nb.cells = [cell]
     run_notebooks.clean(nb)
     assert nb.cells[0].outputs[0]["text"] == "a 100%\n"
+
+
+def test_every_progress_bar_comes_from_env_progress_bar():
+    # a module that imports tqdm.auto itself would commit a widget, shown on GitHub at 0%
+    import pathlib
+
+    import specnotes
+
+    direct = [p.name for p in pathlib.Path(specnotes.__file__).parent.rglob("*.py")
+              if p.name != "env.py" and "tqdm.auto" in p.read_text()]
+    assert direct == []
