@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # a number, with its sign and an optional ×/% after it; the look-arounds keep parts of names and versions out
 NUMBER = re.compile(r"(?<![\w.\-/])([−-]?\d+(?:,\d{3})*(?:\.\d+)?)"  # the number
                     r"(\s?(?:[×x](?!\s*\d)|%)(?![\w]))?"  # × or % (not the × of a product: 49,152 × 576)
-                    r"(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|\.\d|-[A-Za-z])")  # not a name (4k, 16-bit), a power, a version
+                    r"(?![\w⁰¹²³⁴⁵⁶⁷⁸⁹⁻]|[.,]\d|-[A-Za-z])")  # not a name (4k, 16-bit), a power, a version
 CITED = re.compile(r"\bcited\b", re.I)
 # facts of the models and the course, not results: SmolLM2's vocabulary, hidden size and layer counts
 # (135M: 30 layers, 360M: 32), the toy language's contexts (notebook 03)
