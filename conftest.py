@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-NOTEBOOK_BUDGET_S = float(os.environ.get("SPECNOTES_NOTEBOOK_BUDGET", "60"))
+NOTEBOOK_BUDGET_S = float(os.environ.get("SPECNOTES_NOTEBOOK_BUDGET", "120"))
 _seconds: dict[str, float] = defaultdict(float)
 
 # Whole files that need a network, apt, a browser or a throwaway virtual environment.

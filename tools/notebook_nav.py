@@ -81,7 +81,7 @@ GUIDE = {
          "read a token trace: accepted, corrected and bonus tokens",
          "see the KV cache rolled back after a rejection, and the k + 1 distributions of one pass"),
         "notebooks 00 and 01.",
-        3, 30, "the loop itself on the real model, traced token by token"),
+        3, 30, "the loop itself on the real model, traced token by token", quick_minutes=2),
     "03_rejection_sampling": Guide(
         "Rejection sampling: why speculative decoding is exact", "Rejection sampling",
         ("state the accept/reject rule and the residual distribution",
