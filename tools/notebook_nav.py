@@ -81,7 +81,7 @@ GUIDE = {
          "read a token trace: accepted, corrected and bonus tokens",
          "see the KV cache rolled back after a rejection, and the k + 1 distributions of one pass"),
         "notebooks 00 and 01.",
-        3, 30, "the loop itself on the real model, traced token by token", quick_minutes=2),
+        1, 30, "the loop itself on the real model, traced token by token", quick_minutes=2),
     "03_rejection_sampling": Guide(
         "Rejection sampling: why speculative decoding is exact", "Rejection sampling",
         ("state the accept/reject rule and the residual distribution",
@@ -105,7 +105,7 @@ GUIDE = {
          "measure a real draft's cost c, and handle an α that depends on the position",
          "see what block verification adds to the formula, on the toy and on SmolLM2"),
         "notebooks 02 and 03.",
-        26, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
+        9, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
     "06_drafters": Guide(
         "The drafter family: where the guesses come from", "Drafters",
         ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
@@ -113,7 +113,7 @@ GUIDE = {
          "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task"),
         "notebooks 02 (the engine and its trace), 03 (the rejection rule) and 05 (α, k, c and the "
         "speedup formula).",
-        49, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
+        15, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
     "07_live_timings": Guide(
         "Live timings: transformers and our engine side by side, predicted against measured",
         "Live timings",
@@ -123,14 +123,14 @@ GUIDE = {
          "read one run under every engine's acceptance definition, and price one-hot drafts"),
         "notebooks 01 (the cost of a pass over w positions), 05 (the speedup formula) and 06 (the "
         "drafters).",
-        20, 30, "transformers and the engine side by side, predicted against measured", quick_minutes=2),
+        11, 30, "transformers and the engine side by side, predicted against measured", quick_minutes=2),
     "08_production": Guide(
         "Production reality: batch size eats the free compute", "Production",
         ("explain why batching eats speculation's gain, and find the crossover batch",
          "measure how α moves with content and temperature, and where fp32 and 16-bit runs diverge",
          "choose k adaptively, and measure time to first token and bursty inter-token latency"),
         "notebooks 01 (the roofline), 05 (the speedup formula), 06 (drafters) and 07 (timing honestly).",
-        31, 40, "batch size, content, temperature, numerics and adaptive k", quick_minutes=2),
+        11, 40, "batch size, content, temperature, numerics and adaptive k", quick_minutes=2),
     "09_vllm_serving": Guide(
         "The same model in a production serving engine: vLLM on this CPU", "vLLM serving",
         ("run vLLM's OpenAI-compatible server per configuration, loaded by concurrent streamed requests",
@@ -139,7 +139,7 @@ GUIDE = {
          "batch size",
          "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
         "notebooks 03 (the rule and the χ² test), 07 (timing honestly), 08 (batching); `make vllm` once.",
-        52, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
+        47, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
 }
 
 
