@@ -70,7 +70,7 @@ def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = Fals
     import torch
 
     from specnotes import checks
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.passes import forward_pass
     from specnotes.timing import sync
 

@@ -90,7 +90,7 @@ def teacher_topk(target, inputs: np.ndarray, k: int = 8, batch: int = 8, progres
 
     tqdm = progress_bar()
 
-    from specnotes.env import host, to_model
+    from specnotes.placement import host, to_model
 
     ids, probs = [], []
     with torch.inference_mode():
@@ -125,7 +125,7 @@ def fp32_twin(target):
 
     import torch
 
-    from specnotes.env import dtype_of
+    from specnotes.placement import dtype_of
 
     return target if dtype_of(target) == torch.float32 else copy.deepcopy(target).float()
 
@@ -231,7 +231,7 @@ def fingerprint(model) -> str:
     in fp32 on 2 busy CPU cores, next to minutes of teacher pass, and a memo could miss an in-place edit."""
     import torch
 
-    from specnotes.env import host
+    from specnotes.placement import host
 
     h = hashlib.sha256()
     for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
@@ -345,7 +345,7 @@ def distill(student, target, steps: int, seconds: float | None = None, batch: in
     which needs no teacher pass. `student(input_ids).logits` must be (B, L, V)."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     device = device_of(student)
     win = self_windows() if data is None else data

@@ -142,7 +142,7 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
     under two rules side by side."""
     from specnotes import checks, timing
     from specnotes.decode import plain_generate, prompt_ids
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     # everything is checked before the first prompt runs, not minutes later at the first bad one
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)

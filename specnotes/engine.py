@@ -132,7 +132,7 @@ def start(target, drafter, input_ids, max_new_tokens: int, k: int = 5, do_sample
     rule), or a specnotes.lossy knob with its own setting, such as lossy.Threshold(0.3)."""
     from specnotes import checks, lossy
     from specnotes.drafters import Drafter
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.sampling import Sampler
 
     vocab = target.config.vocab_size

@@ -114,7 +114,7 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
 
     from specnotes.drafter_table import engine_mode
     from specnotes.drafters import Drafter, DraftModel, EarlyExit, PromptLookup, Suffix
-    from specnotes.env import to_model
+    from specnotes.placement import to_model
     from specnotes.models import quiet_transformers
     from specnotes.timing import Output
 
@@ -163,7 +163,7 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
     them, and each takes its median, so a slow moment of the machine cannot bend the curve."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.timing import Pass, cache_of, fits, pass_times, prompt_tensor, random_ids
 
     max_width = checks.whole(max_width, "max_width", scalar=True)
@@ -193,7 +193,8 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     extra_modes, draft_modes: modes(extra=..., draft_model=...)."""
     from specnotes import timing
     from specnotes.decode import prompt_ids
-    from specnotes.env import device_of, environment, model_facts
+    from specnotes.env import environment, model_facts
+    from specnotes.placement import device_of
 
     # every setting is checked before the models load and the minutes of timing start
     if p is not None and not isinstance(p, Plan):

@@ -18,7 +18,8 @@ import numpy as np
 
 def as_dtype(model, dtype):
     """A copy of the model in another dtype (the original is left alone)."""
-    from specnotes.env import dtype_of, torch_dtype
+    from specnotes.env import torch_dtype
+    from specnotes.placement import dtype_of
 
     dtype = torch_dtype(dtype)
     return model if dtype_of(model) == dtype else copy.deepcopy(model).to(dtype)
@@ -40,7 +41,7 @@ def verify_vs_steps(model, input_ids, k: int = 4, dtype=None) -> PassComparison:
     import torch
 
     from specnotes import checks
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.passes import forward_pass
 
     k = checks.whole(k, "k", scalar=True)
@@ -84,7 +85,7 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
     (margins: see `divergence`)."""
     from specnotes import checks, engine
     from specnotes.decode import plain_generate
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)
@@ -104,7 +105,7 @@ def divergence(model, input_ids, plain: list[int], other: list[int], name: str =
     logits up to the rounding this module is about, which is fine for telling a near-tie from a gap."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.passes import forward_pass
     from specnotes.timing import first_difference
 

@@ -63,7 +63,7 @@ def chain_pass(target, cache, last_token: int, drafted: list[int], uncached: lis
     prompt pass verifies the first draft too, as transformers' assisted generation does."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     ids = torch.tensor([[*uncached, last_token, *drafted]], device=device_of(target))
     logits, cache = forward_pass(target, ids, cache, keep=len(drafted) + 1)
@@ -77,7 +77,7 @@ def tree_pass(target, cache, root: int, tree, uncached: list[int] = ()):
     import torch
 
     from specnotes import tree as trees
-    from specnotes.env import device_of, dtype_of
+    from specnotes.placement import device_of, dtype_of
 
     device, dtype = device_of(target), dtype_of(target)
     ids = torch.tensor([[*uncached, root, *tree.tokens]], device=device)

@@ -85,7 +85,7 @@ def _next_probs(model, prompt, prefixes: list, processing):
     and each prefix, in one batched pass."""
     import torch
 
-    from specnotes.env import device_of, host
+    from specnotes.placement import device_of, host
 
     batch = torch.tensor([prompt[0].tolist() + list(p) for p in prefixes], device=device_of(model))
     with torch.no_grad():
@@ -98,7 +98,7 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     calibrated χ² tests compare a real engine's samples against (chi2_test). Tiny vocabularies only: it
     runs V**(length-1) prefixes."""
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
@@ -124,7 +124,7 @@ def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0
     model: top-k keeps the enumeration small). chi2_on_support tests samples against it."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
@@ -164,7 +164,7 @@ def exact_head(model, prompt, length: int, top: int, temperature: float = 1.0):
     `temperature` (no top-k): each of the `top` likeliest tokens at each step gets its own cell, and the
     rest of that step's mass one cell marked OTHER (the continuation ends there). Every cell's probability
     is exact, so chi2_on_head tests a full-vocabulary sampler, with no top-k to trust, on few cells."""
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
     from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")

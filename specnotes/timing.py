@@ -82,7 +82,8 @@ def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progre
     cache. CUDA is synchronized around each pass."""
     import torch
 
-    from specnotes.env import device_of, progress_bar
+    from specnotes.env import progress_bar
+    from specnotes.placement import device_of
     from specnotes.passes import crop, forward_pass
 
     tqdm = progress_bar()
@@ -115,7 +116,7 @@ def random_ids(model, shape, generator):
     the time of a pass, only their number does)."""
     import torch
 
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     return torch.randint(model.config.vocab_size, tuple(shape), generator=generator).to(device_of(model))
 
@@ -240,7 +241,8 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     (lazy set-up, the allocator, transformers' generation config): a mode's first run is not a sample of
     its speed, and a whole warm-up round over every prompt would only add minutes. `device` (the one to
     synchronize) defaults to the model's."""
-    from specnotes.env import device_of, progress_bar
+    from specnotes.env import progress_bar
+    from specnotes.placement import device_of
 
     tqdm = progress_bar()
 

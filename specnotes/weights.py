@@ -58,7 +58,7 @@ def save(module, path: Path, meta: dict | None = None, target=None) -> Path:
     the loaders compare before using them."""
     from safetensors.torch import save as serialize
 
-    from specnotes.env import host
+    from specnotes.placement import host
     from specnotes.paths import write_atomic
 
     tensors = {n: host(p).half().contiguous() for n, p in module.named_parameters() if p.requires_grad}

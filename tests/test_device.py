@@ -22,7 +22,7 @@ import re
 import pytest
 import torch
 
-from specnotes import distill, drafter_table, engine, env, live, models, numerics, passes, serving
+from specnotes import distill, drafter_table, engine, env, live, models, numerics, passes, placement, serving
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.drafters.eagle import new_model
@@ -224,7 +224,7 @@ def test_a_module_built_on_the_cpu_is_caught(tokenizer, monkeypatch):
         assert engine.generate(target, Medusa(target, heads=new_heads(target, 2), widths=(1,), n_heads=2),
                                ids, 8).tokens
         monkeypatch.setattr(medusa, "new_heads",
-                            lambda t, n=3: medusa.MedusaHeads(t, n).to(env.dtype_of(t)))
+                            lambda t, n=3: medusa.MedusaHeads(t, n).to(placement.dtype_of(t)))
         with pytest.raises(RuntimeError, match="same device"):
             engine.generate(target, Medusa(target, heads=medusa.new_heads(target, 2), widths=(1,), n_heads=2),
                             ids, 8)
@@ -308,11 +308,11 @@ def test_the_timing_suite_runs_on_a_second_device_and_in_16_bits(where, tokenize
     with ctx:
         if where == "virtual":
             target, draft = target.to(VIRTUAL), draft.to(VIRTUAL)
-        plan = live.Plan(env.device_of(target).type, env.dtype_name(dtype), "tiny", "tiny", "test")
+        plan = live.Plan(placement.device_of(target).type, env.dtype_name(dtype), "tiny", "tiny", "test")
         report = live.run(plan, max_new_tokens=8, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=0, cost_repeats=1, progress=False, loaded=(target, tokenizer, draft))
     assert report.machine["dtype"] == env.dtype_name(dtype)  # labelled with what ran
-    assert report.machine["device"] == env.device_of(target).type
+    assert report.machine["device"] == placement.device_of(target).type
     assert {r.mode for r in report.runs} >= {"plain", "engine-prompt-lookup", "engine-draft-model"}
 
 
@@ -327,7 +327,7 @@ def test_the_batch_grid_and_numerics_run_on_a_second_device_and_in_16_bits(where
         grid = serving.measure_grid(target, batches=(1, 2), tokens=(1, 4), context=16, repeats=1,
                                     progress=False)
         assert set(grid) == {(1, 1), (1, 4), (2, 1), (2, 4)} and all(v > 0 for v in grid.values())
-        half = env.half_dtype(env.device_of(target))
+        half = env.half_dtype(placement.device_of(target))
         cmp = numerics.verify_vs_steps(target, ids, k=3, dtype=half)
         assert cmp.dtype == env.dtype_name(half) and len(cmp.margin) == 4
         d = numerics.first_divergence(target, ids, PromptLookup(), max_new_tokens=12, k=3, dtype=half)
@@ -361,7 +361,7 @@ def test_each_drafter_trains_on_a_second_device_and_in_16_bits(where, monkeypatc
         }
         for name, module in trained.items():
             params = list(module.parameters())
-            assert {p.device for p in params} == {env.device_of(target)}, name
+            assert {p.device for p in params} == {placement.device_of(target)}, name
             assert {p.dtype for p in params} == {dtype}, name
             assert all(torch.isfinite(p).all() for p in params), name
         for n, p in target.named_parameters():
@@ -403,7 +403,7 @@ _REFERENCE = re.compile(r"""\(\s*["']float32["']\s*,\s*HALF\s*\)""")  # fp32 as 
 
 def typed_dtypes(path) -> list[tuple[int, str]]:
     """(cell, line) where a code cell that runs the live model names a dtype by hand. The model's dtype
-    comes from env.dtype_of(target) and the 16-bit one from env.half_dtype; only fp32 as the reference
+    comes from placement.dtype_of(target) and the 16-bit one from env.half_dtype; only fp32 as the reference
     beside HALF is typed. (Catalog scenarios, an 8B model on an H100, do not touch `target`.)"""
     found = []
     for i, cell in enumerate(cells(path)):
@@ -423,8 +423,8 @@ def test_the_timing_notebooks_read_the_dtype_from_the_model(name):
 
 def test_a_typed_in_dtype_is_caught(tmp_path):
     nb = json.loads((ROOT / "notebooks" / "08_production.ipynb").read_text())
-    cell = next(c for c in nb["cells"] if "env.dtype_of(target)" in source(c))
-    cell["source"] = source(cell).replace("env.dtype_name(env.dtype_of(target))", '"fp32"')
+    cell = next(c for c in nb["cells"] if "placement.dtype_of(target)" in source(c))
+    cell["source"] = source(cell).replace("env.dtype_name(placement.dtype_of(target))", '"fp32"')
     (tmp_path / "08.ipynb").write_text(json.dumps(nb))
     assert [line for _, line in typed_dtypes(tmp_path / "08.ipynb")] == [
         next(line.strip() for line in source(cell).splitlines() if '"fp32"' in line)]

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from specnotes import drafter_table, engine, env, live, models, numerics, references, serving, timing
+from specnotes import (drafter_table, engine, env, live, models, numerics, placement, references, serving,
+                       timing)
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.paths import write_atomic
@@ -136,8 +137,8 @@ def sixteen_bit(target, tokenizer, draft, tiny: bool, n: int) -> dict:
         progress=False))))
 
     def live_timings():
-        plan = live.Plan(env.device_of(target).type, env.dtype_name(env.dtype_of(target)), "loaded",
-                            "loaded", "gpu_smoke: the models in memory")
+        plan = live.Plan(placement.device_of(target).type, env.dtype_name(placement.dtype_of(target)),
+                         "loaded", "loaded", "gpu_smoke: the models in memory")
         report = live.run(plan, max_new_tokens=n, repeats=1, prompts_per_kind=1, extra_modes=False,
                              warmup=1, cost_repeats=2, progress=False, loaded=(target, tokenizer, draft))
         return {key: report.as_dict()[key] for key in ("runs", "costs")}

@@ -47,7 +47,7 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
     ones an earlier quick run cached for this target, else a quick one trained now (~20 s) and cached. A
     target with another vocabulary than SmolLM2's gets a ValueError that says what to do instead."""
     from specnotes import models
-    from specnotes.env import follow
+    from specnotes.placement import follow
 
     if target is None:
         target, _ = models.load()

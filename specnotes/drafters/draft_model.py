@@ -35,7 +35,7 @@ class DraftModel(Drafter):
         """Run the tokens the cache has not seen yet; return the last position's logits."""
         import torch
 
-        from specnotes.env import device_of
+        from specnotes.placement import device_of
         from specnotes.passes import forward_pass
 
         device = device_of(self.model)

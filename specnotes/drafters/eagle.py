@@ -58,7 +58,7 @@ class EagleModel(torch.nn.Module):
 
 def new_model(target) -> EagleModel:
     """An untrained EagleLite around `target`, on its device and in its dtype."""
-    from specnotes.env import follow
+    from specnotes.placement import follow
 
     return follow(target, EagleModel(target))
 
@@ -91,7 +91,7 @@ def train_eagle(target, steps: int = 600, seconds: float | None = None, data=Non
     The teacher distribution needs no extra pass: it is the target's LM head applied to the cached hidden
     state h_{t+1}. Both sides score the `vocab` tokens the drafter will score (None: all of them), which
     also makes a step several times cheaper than a full-vocabulary head. Returns (model, TrainLog)."""
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     # train in fp32 around an fp32 twin (a 16-bit target's shared embeddings and head stay untouched)
     work = distill.fp32_twin(target)
@@ -186,7 +186,7 @@ class EagleLite(Drafter):
         if ids is not None:
             import torch
 
-            from specnotes.env import device_of
+            from specnotes.placement import device_of
 
             ids = torch.as_tensor(ids, device=device_of(self.model))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())

@@ -42,7 +42,7 @@ def exit_model(target, n_layers: int, rank: int | None = 64):
         rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)
     model = weights.freeze(truncated(target, n_layers))
     if rank:
-        from specnotes.env import follow
+        from specnotes.placement import follow
 
         adapter = follow(target, ExitAdapter(target.config.hidden_size, rank, target.model.norm))
         model.model.norm = adapter  # only the small model's norm slot; the target keeps its own

@@ -59,7 +59,7 @@ class MedusaHeads(torch.nn.Module):
 def new_heads(target, n_heads: int = 3) -> MedusaHeads:
     """Untrained heads (each starts as a copy of the LM head's own guess, shifted one position)."""
     from specnotes import checks
-    from specnotes.env import follow
+    from specnotes.placement import follow
 
     n_heads = checks.whole(n_heads, "n_heads", high=64, scalar=True)
     return follow(target, MedusaHeads(target, n_heads))
@@ -72,7 +72,8 @@ def committed_path(n_heads: int) -> Path:
 def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
     """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
     every window, cached on disk as distill.teacher_targets are (distill.cached_arrays)."""
-    from specnotes.env import host, progress_bar, to_model
+    from specnotes.env import progress_bar
+    from specnotes.placement import host, to_model
 
     tqdm = progress_bar()
 
@@ -95,7 +96,7 @@ def train_medusa(target, n_heads: int = 3, steps: int = 600, seconds: float | No
                  progress: bool = True):
     """Fit the heads to the target's own distribution `2 + h` positions ahead (soft top-k targets), on
     random positions of `data` (default: the self-distillation windows). Returns (heads, TrainLog)."""
-    from specnotes.env import device_of
+    from specnotes.placement import device_of
 
     work = distill.fp32_twin(target)  # train in fp32, cast to the target's dtype at the end
     device = device_of(work)
