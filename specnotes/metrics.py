@@ -4,6 +4,13 @@ every definition.
 
 alpha divides by the drafts the target judged, vLLM's draft_acceptance_rate by every drafted token; an
 acceptance length counts the target's own token or not, over every round or only those that drafted.
+
+`Acceptance` is the one acceptance record of the package: engine.Result, the drafter table, the live
+summary and `make bench` all read their alpha, acceptance lengths, tokens per pass and per-position
+acceptance from it (`Acceptance.from_trace` / `from_result`), so each is computed here and nowhere else.
+Over several requests it keeps each request's own record too, so it can give a figure two ways: pooled
+over every token (`alpha`), which weighs a long completion by its length, or averaged per request
+(`alpha_per_request`), which weighs every request alike.
 """
 
 from __future__ import annotations
@@ -22,17 +29,31 @@ def _ratio(num, den) -> float:
     return float(num / den) if num is not None and den else float("nan")
 
 
+def _mean(values) -> float:
+    """The mean of the values that are not nan; nan when none is."""
+    values = [v for v in values if v == v]
+    return float(np.mean(values)) if values else float("nan")
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """Counts summed over rounds (one generation or many); None where the source does not hold them.
-    Every definition is a ratio of two; nan when one is unknown or the denominator is 0."""
+    Every definition is a ratio of two; nan when one is unknown or the denominator is 0.
+
+    judged_at[i] / kept_at[i]: rounds whose scan reached draft position i, and of those the rounds that
+    kept it (empty when unknown). proposed: tokens the drafter proposed (a tree's nodes, a chain's
+    length). requests: one record per request (generation) when pooled from several, else empty."""
 
     rounds: int | None  # target passes (verify steps), those that drafted nothing included
     drafting_rounds: int  # rounds that drafted at least one token (vLLM's num_drafts)
-    drafted: int  # drafted (proposed) tokens
+    drafted: int  # drafted tokens on the judged line (a chain: all of them; a tree: the accepted branch)
     accepted: int  # drafted tokens the target kept
     judged: int | None  # drafted tokens the target examined: min(accepted + 1, drafted) per round
     emitted: int | None = None  # new tokens: the accepted ones, plus the target's own unless EOS came first
+    judged_at: tuple[int, ...] = ()
+    kept_at: tuple[int, ...] = ()
+    proposed: int | None = None
+    requests: tuple[Acceptance, ...] = ()
 
     def __post_init__(self):
         names = ("rounds", "drafting_rounds", "drafted", "accepted", "judged", "emitted")
@@ -52,6 +73,18 @@ class Acceptance:
         if e is not None and r is not None and not a <= e <= a + r:
             raise ValueError(f"emitted ({e}) must lie in {a}..{a + r}: the accepted drafts and at most one "
                              "target token per round")
+        at = [tuple(int(x) for x in checks.whole(list(v), name, low=0)) if len(v) else ()
+              for v, name in ((self.judged_at, "judged_at"), (self.kept_at, "kept_at"))]
+        if len(at[0]) != len(at[1]) or any(k > j for j, k in zip(*at, strict=True)):
+            raise ValueError("judged_at and kept_at need one count per draft position each, with kept_at[i] "
+                             f"<= judged_at[i]; got {at[0]} and {at[1]}")
+        object.__setattr__(self, "judged_at", at[0])
+        object.__setattr__(self, "kept_at", at[1])
+        if self.proposed is not None:
+            object.__setattr__(self, "proposed", checks.whole(self.proposed, "proposed", low=0, scalar=True))
+        if not all(isinstance(x, Acceptance) for x in self.requests):
+            raise TypeError("requests must hold one metrics.Acceptance per request")
+        object.__setattr__(self, "requests", tuple(self.requests))
 
     @classmethod
     def from_counts(cls, rounds, drafting_rounds, drafted, accepted, judged=None, emitted=None) -> Acceptance:
@@ -59,18 +92,58 @@ class Acceptance:
         return cls(rounds, drafting_rounds, drafted, accepted, judged, emitted)
 
     @classmethod
-    def from_result(cls, results) -> Acceptance:
-        """From an engine.Result or a list of them: anything whose .trace holds rounds with .drafted,
-        .accepted, .next_token (None after an EOS) and .judged, as engine.Round has."""
-        results = list(results) if isinstance(results, (list, tuple)) else [results]
+    def from_trace(cls, trace, n_tokens: int | None = None) -> Acceptance:
+        """One request's record from its rounds (engine.Round: .drafted, .accepted, .next_token (None after
+        an EOS), .judged, and .size, the tokens the drafter proposed, where the round records it).
+        n_tokens: the request's new tokens (len(Result.tokens)); None counts them from the rounds."""
         try:
-            trace = [r for result in results for r in result.trace]
-            n, a = [len(r.drafted) for r in trace], sum(r.accepted for r in trace)
-            return cls(len(trace), sum(x > 0 for x in n), sum(n), a, sum(r.judged for r in trace),
-                       a + sum(r.next_token is not None for r in trace))
+            n = np.array([len(r.drafted) for r in trace], dtype=int)
+            a = np.array([r.accepted for r in trace], dtype=int)
+            j = np.array([r.judged for r in trace], dtype=int)
+            bonus = sum(r.next_token is not None for r in trace)
+            size = sum(getattr(r, "size", len(r.drafted)) for r in trace)
+        except (AttributeError, TypeError) as exc:
+            raise TypeError("from_trace takes a list of rounds (engine.Round: drafted, accepted, next_token "
+                            f"and judged), such as Result.trace: {exc}") from None
+        positions = np.arange(int(n.max(initial=0)))
+        emitted = int(a.sum()) + bonus if n_tokens is None else n_tokens
+        return cls(len(n), int((n > 0).sum()), int(n.sum()), int(a.sum()), int(j.sum()), emitted,
+                   tuple((j[:, None] > positions).sum(0).tolist()),
+                   tuple((a[:, None] > positions).sum(0).tolist()), int(size))
+
+    @classmethod
+    def from_result(cls, results) -> Acceptance:
+        """From an engine.Result or a list of them (one request each): anything with a .trace of rounds
+        (see from_trace). Several are pooled, each kept as one of `requests`."""
+        many = isinstance(results, (list, tuple))
+        try:
+            records = [cls.from_trace(r.trace) for r in (results if many else [results])]
         except AttributeError as exc:
             raise TypeError("from_result takes a specnotes.engine.Result or a list of them (a .trace of "
                             f"rounds with drafted, accepted, next_token and judged): {exc}") from None
+        return cls.pool(records) if many else records[0]
+
+    @classmethod
+    def pool(cls, records) -> Acceptance:
+        """Several records as one: counts summed (unknown when one of them does not know it), positions
+        summed position by position, and each request kept (a pooled record brings its own requests)."""
+        records = list(records)
+        if not records or not all(isinstance(r, Acceptance) for r in records):
+            raise TypeError(f"pool takes a non-empty list of metrics.Acceptance, got {records!r}")
+
+        def total(name):
+            values = [getattr(r, name) for r in records]
+            return None if any(v is None for v in values) else sum(values)
+
+        at = {"judged_at": (), "kept_at": ()}  # unknown as soon as one record that drafted lacks them
+        if all(r.judged_at or not r.drafted for r in records):
+            for name in at:
+                width = max(len(getattr(r, name)) for r in records)
+                at[name] = tuple(sum(getattr(r, name)[i] for r in records if i < len(getattr(r, name)))
+                                 for i in range(width))
+        return cls(total("rounds"), total("drafting_rounds"), total("drafted"), total("accepted"),
+                   total("judged"), total("emitted"), at["judged_at"], at["kept_at"], total("proposed"),
+                   tuple(q for r in records for q in r.per_request))
 
     @classmethod
     def from_vllm(cls, num_drafts, num_draft_tokens, num_accepted_tokens,
@@ -115,6 +188,41 @@ class Acceptance:
         """New tokens per target pass (Result.tokens_per_call): 1 + accepted/rounds but for EOS rounds."""
         return _ratio(self.emitted, self.rounds)
 
+    @property
+    def mean_draft(self) -> float:
+        """Drafted tokens per round that drafted."""
+        return _ratio(self.drafted, self.drafting_rounds)
+
+    @property
+    def position_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(judged_at, kept_at) as arrays, each (max drafted,): rounds whose scan reached draft position i,
+        and of those the rounds that kept it."""
+        return np.array(self.judged_at, dtype=int), np.array(self.kept_at, dtype=int)
+
+    @property
+    def per_position_acceptance(self) -> np.ndarray:
+        """(max drafted,) acceptance at draft position i among the rounds whose scan reached it (0 where
+        none did)."""
+        judged, kept = self.position_counts
+        return kept / np.maximum(judged, 1)
+
+    @property
+    def per_request(self) -> tuple[Acceptance, ...]:
+        """One record per request: the pooled ones, or this record alone when it is one request."""
+        return self.requests or (self,)
+
+    @property
+    def alpha_per_request(self) -> float:
+        """The mean of each request's own alpha, over the requests that had a draft judged: every request
+        weighs the same, where the pooled `alpha` weighs each by its judged drafts (a long completion
+        counts more; vllm-project/vllm#42690, per-request metrics since vLLM 0.28)."""
+        return _mean([r.alpha for r in self.per_request])
+
+    def mean_acceptance_length_per_request(self, with_bonus: bool = True,
+                                           drafting_only: bool = True) -> float:
+        """mean_acceptance_length of each request, averaged over the requests where it is defined."""
+        return _mean([r.mean_acceptance_length(with_bonus, drafting_only) for r in self.per_request])
+
     def rows(self) -> list[tuple[str, float, str]]:
         """(definition, value, who reports it) for every definition, in one list a notebook can show."""
         n = self.mean_acceptance_length
@@ -125,7 +233,11 @@ class Acceptance:
                 ("1 + accepted / all rounds", n(True, False), "-"),
                 ("accepted / all rounds", n(False, False), "-"),
                 ("emitted tokens / target passes", self.tokens_per_pass,
-                 "specnotes (Result.tokens_per_call), SGLang (accept length)")]
+                 "specnotes (Result.tokens_per_call), SGLang (accept length)")] + ([
+                ("alpha, mean of each request's", self.alpha_per_request, "per request (vLLM 0.28)"),
+                ("1 + accepted / drafting rounds, mean of each request's",
+                 self.mean_acceptance_length_per_request(), "per request (vLLM 0.28)")]
+                if len(self.per_request) > 1 else [])
 
     def table(self) -> str:
         """rows() as aligned text."""

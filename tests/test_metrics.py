@@ -19,7 +19,8 @@ TRACE = [Round([5, 6, 7], 1, 9, 0, at=0.1),  # corrected: 3, 2, 1, 2
          Round([5, 6, 7], 0, 5, 0, at=0.4),  # all rejected: 3, 1, 0, 1
          Round([6, EOS], 2, None, 0, at=0.5)]  # EOS among the drafts (cut there), no target token: 2, 2, 2, 2
 RUN = Result(list(range(10)), TRACE, stopped_on_eos=True)  # 11 drafted, 8 judged, 6 accepted, 10 emitted
-RUN_COUNTS = Acceptance(rounds=5, drafting_rounds=4, drafted=11, accepted=6, judged=8, emitted=10)
+RUN_COUNTS = Acceptance(rounds=5, drafting_rounds=4, drafted=11, accepted=6, judged=8, emitted=10,
+                        judged_at=(4, 3, 1), kept_at=(3, 2, 1), proposed=11)
 
 
 def vllm_counters(trace, k):
@@ -57,9 +58,53 @@ def test_tokens_per_pass_counts_no_target_token_in_an_eos_round():
 
 def test_from_result_reads_any_trace_of_rounds_and_sums_a_list():
     fake = SimpleNamespace(trace=[SimpleNamespace(drafted=[1, 2], accepted=1, next_token=3, judged=2)])
-    assert Acceptance.from_result(fake) == Acceptance(1, 1, 2, 1, 2, 2)
+    assert Acceptance.from_result(fake) == Acceptance(1, 1, 2, 1, 2, 2, (1, 1), (1, 0), 2)
     both = Acceptance.from_result([RUN, fake])
     assert (both.rounds, both.drafted, both.judged, both.accepted, both.emitted) == (6, 13, 10, 7, 12)
+    assert (both.judged_at, both.kept_at) == ((5, 4, 1), (4, 2, 1))  # summed position by position
+    assert both.requests == (RUN_COUNTS, Acceptance.from_result(fake))
+
+
+def test_per_position_counts_are_the_rounds_whose_scan_reached_each_position():
+    m = Acceptance.from_result(RUN)
+    judged, kept = m.position_counts
+    assert judged.tolist() == [4, 3, 1] and kept.tolist() == [3, 2, 1]
+    assert m.per_position_acceptance.tolist() == pytest.approx([3 / 4, 2 / 3, 1.0])
+    assert m.mean_draft == pytest.approx(11 / 4)
+
+
+def test_a_tree_round_records_the_tokens_it_proposed_beside_the_line_it_judged():
+    tree = SimpleNamespace(drafted=[4, 5], accepted=1, next_token=3, judged=2, size=7)  # 7 nodes
+    m = Acceptance.from_trace([tree, Round([1], 0, 2, 0)])
+    assert (m.drafted, m.proposed, m.judged) == (3, 8, 3)
+
+
+# Two requests: a long one whose 10 rounds keep all 3 drafts, a short one whose single round keeps none.
+LONG = [Round([1, 2, 3], 3, 4, 0)] * 10  # alpha 30 / 30 = 1, 4 tokens per drafting round with the bonus
+SHORT = [Round([1, 2, 3], 0, 4, 0)]  # alpha 0 / 1 = 0, 1 token per drafting round
+
+
+def test_pooled_figures_lean_toward_the_longer_request_and_per_request_ones_do_not():
+    both = Acceptance.from_result([Result([0] * 40, LONG), Result([0], SHORT)])
+    assert both.alpha == pytest.approx(30 / 31)  # pooled over every judged draft: the long request's
+    assert both.alpha_per_request == pytest.approx((1.0 + 0.0) / 2)  # each request weighs the same
+    assert both.mean_acceptance_length() == pytest.approx(1 + 30 / 11)
+    assert both.mean_acceptance_length_per_request() == pytest.approx((4 + 1) / 2)
+    assert both.mean_acceptance_length_per_request(with_bonus=False) == pytest.approx((3 + 0) / 2)
+    assert both.alpha > both.alpha_per_request
+    one = Acceptance.from_result(Result([0] * 40, LONG))  # one request: the two definitions agree
+    assert one.per_request == (one,) and one.alpha_per_request == one.alpha == 1.0
+
+
+def test_pooling_keeps_every_request_and_forgets_positions_a_record_does_not_hold():
+    run = Acceptance.from_result(RUN)
+    nested = Acceptance.pool([Acceptance.pool([run, run]), run])
+    assert len(nested.requests) == 3 and nested.accepted == 18
+    assert nested.judged_at == (12, 9, 3)
+    vllm = Acceptance.from_vllm(4, 12, 7)
+    assert Acceptance.pool([run, vllm]).judged_at == () and Acceptance.pool([run, vllm]).judged is None
+    with pytest.raises(TypeError, match="Acceptance"):
+        Acceptance.pool([])
 
 
 def test_from_vllm_agrees_with_from_result_on_the_same_run():
@@ -96,6 +141,8 @@ def test_rows_show_one_run_under_every_definition():
     assert "draft_acceptance_rate" in rows[1][2] and "mean_acceptance_length" in rows[2][2]
     assert "SGLang" in rows[-1][2] and "specnotes" in rows[0][2]
     assert "0.750" in Acceptance.from_result(RUN).table().splitlines()[0]
+    two = Acceptance.from_result([Result([0] * 40, LONG), Result([0], SHORT)]).rows()
+    assert [round(v, 4) for _, v, who in two if "per request" in who] == [0.5, 2.5]
 
 
 def test_convert_between_lengths_and_the_draft_acceptance_rate():
