@@ -1,6 +1,8 @@
-"""The bug zoo: sampling mistakes (most seen in public projects) as one-change variants of the exact round.
+"""The bug zoo: sampling mistakes (most seen in public projects) as one-change variants of the exact round,
+every rule the toy runs by name (its own, block verification's and the zoo's), and the checks that run them.
 
-Notebook 04 runs every one through the same checks as the exact rule and shows each one caught.
+Notebook 04 runs every one through the same checks as the exact rule and shows each one caught; 03 runs
+the exact rules through them.
 """
 
 from __future__ import annotations
@@ -10,15 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specnotes import lossy, rules, stats
-from specnotes.toy import (
-    Table,
-    exact_distribution,
-    exact_round,
-    rejection_round,
-    sample_speculative,
-    target_residual_round,
-)
+from specnotes import block, checks, lossy, rules, stats, toy
+from specnotes.toy import Table, exact_distribution, exact_round, rejection_round, target_residual_round
 
 
 @dataclass(frozen=True)
@@ -152,6 +147,24 @@ ZOO: tuple[Bug, ...] = (
 )
 
 
+def round_function(rule) -> Callable:
+    """The round function for a rule name (the toy's own, block verification's, or any bug-zoo name) or a
+    callable."""
+    if callable(rule):
+        return rule
+    table = {**toy.ROUNDS, "block": block.toy_round, block.PLANTED: block.planted_round,
+             **{b.name: b.round for b in ZOO}}
+    if rule not in table:
+        raise ValueError(f"unknown rule {rule!r}; choose one of: {', '.join(table)}")
+    return table[rule]
+
+
+def sample_speculative(P, Q, n: int, length: int, k: int, rng, rule="exact"):
+    """toy.sample_speculative with any rule round_function names: (samples (n, length) int array,
+    SpecStats)."""
+    return toy.sample_speculative(P, Q, n, length, k, rng, rule=round_function(rule))
+
+
 @dataclass(frozen=True)
 class Verdict:
     rule: str
@@ -166,8 +179,6 @@ def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "dist
     """Run a rule through both checks: chi-square against the exact answer (stats.chi2_test, flagged
     below stats.FLAG_P), and the round invariant (every round emits accepted + 1 tokens). Flagged when
     either fails."""
-    from specnotes import checks
-
     if check not in ("distribution", "invariant"):
         raise ValueError(f"check must be 'distribution' or 'invariant' (what catches the bug), got {check!r}")
     rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
@@ -176,3 +187,26 @@ def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "dist
     invariant_ok = st.emitted == st.accepted + st.rounds
     name = rule if isinstance(rule, str) else getattr(rule, "__name__", "custom")
     return Verdict(name, check, test.tv, test.p_value, invariant_ok, test.flagged or not invariant_ok)
+
+
+def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):
+    """{sampler: (len(ns), 2) array of (tv, p_value)} for each sample size on the toy language (P, Q),
+    sampled afresh per N: the target itself, or sample_speculative with any rule name the zoo knows."""
+    ns = [int(n) for n in np.atleast_1d(checks.whole(list(np.atleast_1d(ns)), "ns"))]
+    if isinstance(samplers, str) or not samplers:
+        raise TypeError(f"samplers must be a list of rule names such as ('target', 'exact'), got "
+                        f"{samplers!r}")
+    seed = checks.whole(seed, "seed", low=0, scalar=True)
+    exact = toy.exact_distribution(P, length)
+    out = {}
+    for name in samplers:
+        rows = []
+        for n in ns:
+            rng = np.random.default_rng([seed, int(n)])
+            if name == "target":
+                samples = toy.sample_target(P, int(n), length, rng)
+            else:
+                samples = sample_speculative(P, Q, int(n), length, k, rng, rule=name)[0]
+            rows.append(stats.chi2_test(samples, exact))
+        out[name] = np.array(rows)
+    return out

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from importlib import metadata
+
+from specnotes.placement import device_of, dtype_of
+from specnotes.store import cache_state
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -134,8 +138,6 @@ def _read_cpuinfo() -> str:
 
 def _sysctl_brand() -> str:
     """macOS's name for its CPU ("Apple M2 Pro", "Intel(R) Core(TM) i7-9750H ..."), or "" if sysctl fails."""
-    import subprocess
-
     try:
         out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
                              timeout=5)
@@ -175,8 +177,6 @@ class Environment:
 def environment() -> Environment:
     """Collect the facts every figure in the course is printed beside."""
     import torch
-
-    from specnotes.store import cache_state
 
     device = default_device()
     store = cache_state()

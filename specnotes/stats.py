@@ -16,6 +16,8 @@ import numpy as np
 from scipy import stats as sps
 
 from specnotes import checks
+from specnotes.placement import device_of, host
+from specnotes.sampling import Sampler
 
 FLAG_P = 1e-6  # chi-square p-value below which a sampler is called biased (false alarms: 1 in a million)
 MIN_EXPECTED = 5.0  # chi-square cells expecting fewer hits than this are pooled into one
@@ -85,8 +87,6 @@ def _next_probs(model, prompt, prefixes: list, processing):
     and each prefix, in one batched pass."""
     import torch
 
-    from specnotes.placement import device_of, host
-
     batch = torch.tensor([prompt[0].tolist() + list(p) for p in prefixes], device=device_of(model))
     with torch.no_grad():
         return host(processing.probs(model(batch).logits[:, -1].double())).double()
@@ -97,10 +97,6 @@ def exact_first_tokens(model, prompt, length: int, temperature: float = 1.0, top
     lexicographic order, under plain sampling from the processed distribution: the reference that the
     calibrated χ² tests compare a real engine's samples against (chi2_test). Tiny vocabularies only: it
     runs V**(length-1) prefixes."""
-
-    from specnotes.placement import device_of
-    from specnotes.sampling import Sampler
-
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
     length = checks.whole(length, "length", scalar=True)
     if model.config.vocab_size ** length > 10_000_000:
@@ -123,9 +119,6 @@ def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0
     (top_k**length, length) array of ids, and the exact probability of each, for any vocabulary (a real
     model: top-k keeps the enumeration small). chi2_on_support tests samples against it."""
     import torch
-
-    from specnotes.placement import device_of
-    from specnotes.sampling import Sampler
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
     length = checks.whole(length, "length", scalar=True)
@@ -164,9 +157,6 @@ def exact_head(model, prompt, length: int, top: int, temperature: float = 1.0):
     `temperature` (no top-k): each of the `top` likeliest tokens at each step gets its own cell, and the
     rest of that step's mass one cell marked OTHER (the continuation ends there). Every cell's probability
     is exact, so chi2_on_head tests a full-vocabulary sampler, with no top-k to trust, on few cells."""
-    from specnotes.placement import device_of
-    from specnotes.sampling import Sampler
-
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
     length = checks.whole(length, "length", scalar=True)
     top = checks.whole(top, "top", scalar=True)
@@ -258,28 +248,3 @@ def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
     seqs = np.indices((vocab,) * length).reshape(length, -1).T  # lexicographic, like sequence_index
     counts = np.stack([(seqs == v).sum(axis=1) for v in range(vocab)], axis=1) / length
     return np.asarray(dist, dtype=np.float64) @ counts
-
-
-def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):
-    """{sampler: (len(ns), 2) array of (tv, p_value)} for each sample size on the toy language (P, Q),
-    sampled afresh per N: the target itself, or sample_speculative with a rule name."""
-    from specnotes import toy
-
-    ns = [int(n) for n in np.atleast_1d(checks.whole(list(np.atleast_1d(ns)), "ns"))]
-    if isinstance(samplers, str) or not samplers:
-        raise TypeError(f"samplers must be a list of rule names such as ('target', 'exact'), got "
-                        f"{samplers!r}")
-    seed = checks.whole(seed, "seed", low=0, scalar=True)
-    exact = toy.exact_distribution(P, length)
-    out = {}
-    for name in samplers:
-        rows = []
-        for n in ns:
-            rng = np.random.default_rng([seed, int(n)])
-            if name == "target":
-                samples = toy.sample_target(P, int(n), length, rng)
-            else:
-                samples = toy.sample_speculative(P, Q, int(n), length, k, rng, rule=name)[0]
-            rows.append(chi2_test(samples, exact))
-        out[name] = np.array(rows)
-    return out

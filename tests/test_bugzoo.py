@@ -41,7 +41,7 @@ def test_sample_size_gives_the_weakest_bug_overwhelming_power():
 
 def test_a_missing_bonus_token_keeps_the_text_exact_but_loses_speed():
     rng = np.random.default_rng(2)
-    samples, st = toy.sample_speculative(P, Q, N, 4, 3, rng, rule="missing-bonus-token")
+    samples, st = bugzoo.sample_speculative(P, Q, N, 4, 3, rng, rule="missing-bonus-token")
     _, exact_stats = toy.sample_speculative(P, Q, N, 4, 3, rng)
     assert not stats.chi2_test(samples, toy.exact_distribution(P, 4)).flagged  # distribution is fine
     assert st.tokens_per_call < exact_stats.tokens_per_call  # fewer tokens per target pass

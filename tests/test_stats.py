@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specnotes import stats, toy
+from specnotes import bugzoo, stats, toy
 
 P, Q = toy.seed_pair()
 EXACT = toy.exact_distribution(P, 4)
@@ -79,7 +79,7 @@ def test_token_marginals_average_over_positions():
 
 
 def test_convergence_tracks_tv_and_p_for_each_sampler():
-    out = stats.convergence(P, Q, [2000, 20_000], 4, 3, samplers=("target", "target-residual"))
+    out = bugzoo.convergence(P, Q, [2000, 20_000], 4, 3, samplers=("target", "target-residual"))
     assert set(out) == {"target", "target-residual"} and out["target"].shape == (2, 2)
     assert out["target"][1, 0] < out["target"][0, 0]  # the perfect sampler's TV shrinks with N
     assert out["target-residual"][1, 1] < stats.FLAG_P  # the bug is flagged at 20k sequences
