@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specnotes import env, offline, store
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="specnotes", description=__doc__.splitlines()[0])
@@ -18,13 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--verify", action="store_true", help="also recompute every file's sha256")
     sub.add_parser("info", help="print versions, device, threads, quick mode and the cache state")
     args = parser.parse_args(argv)
-
-    from specnotes import env, store
-
     if args.command == "fetch":
         name = store.DEFAULT if args.name is None else args.name
         try:
-            path = store.fetch(name, force=args.force, verify=args.verify)
+            path = offline.fetch(name, force=args.force, verify=args.verify)
         except (ValueError, store.CorruptCacheError) as exc:
             print(f"specnotes fetch failed: {exc}", file=sys.stderr)
             return 1

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from typing import NamedTuple
 
-from specnotes import store
+from specnotes import offline, store
 from specnotes.store import DEFAULT
 
 
@@ -61,13 +61,13 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
     if problem and path.exists():
         print(f"The cached {src.name} at {path} is damaged ({problem}); rebuilding it.")
         try:
-            store.fetch(name)
+            offline.fetch(name)
         except store.CorruptCacheError as exc:
             raise store.CorruptCacheError(
                 f"the cached model at {path} is unusable ({problem}) and rebuilding failed: {exc}"
             ) from exc
     elif problem:
-        store.fetch(name)  # first use; a FetchError explains itself
+        offline.fetch(name)  # first use; a FetchError explains itself
     with quiet_transformers():  # a 0.1 s "Loading weights" bar on every warm load is noise
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)

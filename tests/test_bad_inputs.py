@@ -28,6 +28,7 @@ from specnotes import (
     models,
     mtp,
     numerics,
+    offline,
     passes,
     readouts,
     roofline,
@@ -262,7 +263,7 @@ bad("adaptive.Controller", "verify_cost", {"NaN": [0, 1, NAN], "negative": [0, 1
 bad("models.tiny_llama", "vocab_size", WHOLE, lambda v: models.tiny_llama(vocab_size=v))
 bad("models.tiny_llama", "layers", WHOLE, lambda v: models.tiny_llama(layers=v))
 bad("models.load", "name", {"empty": "", "a number": 3, "unknown": "gpt-7"}, lambda v: models.load(v), names="name")
-bad("store.fetch", "name", {"unknown": "gpt-7"}, lambda v: store.fetch(v), names="gpt-7")
+bad("offline.fetch", "name", {"unknown": "gpt-7"}, lambda v: offline.fetch(v), names="gpt-7")
 bad("timing.time_call", "repeats", WHOLE, lambda v: timing.time_call(lambda: None, repeats=v))
 bad("timing.time_call", "warmup", COUNT, lambda v: timing.time_call(lambda: None, warmup=v))
 bad("timing.time_forward", "tokens", WHOLE, lambda v: timing.time_forward(TINY, tokens=v))
@@ -293,7 +294,7 @@ one("numerics.first_divergence", "input_ids", "a list",
     lambda: numerics.first_divergence(TINY, [[5, 9, 2]], PromptLookup(), 4))
 one("models.load", "device", "unknown", lambda: models.load(device="tpu"))
 one("models.load", "dtype", "unknown", lambda: models.load(dtype="fp7"))
-one("store.fetch", "name", "a hub name", lambda: store.fetch("HuggingFaceTB/SmolLM2-135M-Instruct"),
+one("offline.fetch", "name", "a hub name", lambda: offline.fetch("HuggingFaceTB/SmolLM2-135M-Instruct"),
     names="catalog names only")
 bad("tree.Tree", "parents", {"fractional": [-1, 0.5], "text": [-1, "0"], "below the root": [-1, -2]},
     lambda v: tree.Tree([1, 2], v))
@@ -363,9 +364,9 @@ bad("readouts.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambd
 bad("viz_speed.plot_roofline", "k", {"negative": -3}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", k=v))
 bad("viz_speed.plot_roofline", "prefill", {"zero": 0}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", prefill=v))
 
-bad("stats.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
-    lambda v: stats.convergence(P, Q, v, 2, 2))
-one("stats.convergence", "samplers", "one name, not a list", lambda: stats.convergence(P, Q, [100], 2, 2, samplers="exact"))
+bad("bugzoo.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
+    lambda v: bugzoo.convergence(P, Q, v, 2, 2))
+one("bugzoo.convergence", "samplers", "one name, not a list", lambda: bugzoo.convergence(P, Q, [100], 2, 2, samplers="exact"))
 one("drafter_table.run", "prompts", "one without a kind",
     lambda: drafter_table.run(TINY, None, {"pl": PromptLookup}, [{"text": "hi"}]))
 one("drafter_table.run", "drafters", "an instance, not a factory",

