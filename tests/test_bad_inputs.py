@@ -36,7 +36,6 @@ from specnotes import (
     sampling,
     serving,
     stats,
-    store,
     surgery,
     theory,
     timing,
