@@ -7,12 +7,17 @@ panels) and returns the matplotlib Figure it drew on. Pass an Axes, say one pane
 grid, to draw into it (the return is then ``ax.figure``), or leave it None for a new figure. None of them
 calls ``plt.show()``; the notebook does.
 
-The figures of speed (time per pass, tokens per pass, throughput) are in specnotes.viz_speed.
+The figures of speed are the other viz_* modules, one per topic: viz_roofline, viz_timing, viz_cache,
+viz_trees, viz_drafters, viz_speedup and viz_serving.
 """
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+
+from specnotes import checks, rules
+from specnotes.stats import uniform_band
 
 # ---------------------------------------- notebook 03: one round, and testing a sampler
 
@@ -20,10 +25,6 @@ import numpy as np
 def plot_round(p, q, labels=None, ax=None):
     """Stacked bars per token: what acceptance delivers (min(p, q)) plus what the residual adds
     ((1 - alpha) * residual), against p itself. The two stacks meet p exactly."""
-    import matplotlib.pyplot as plt
-
-    from specnotes import checks, rules
-
     p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
     accepted = np.minimum(p, q)
     from_residual = (1 - accepted.sum()) * rules.residual(p, q)
@@ -43,8 +44,6 @@ def plot_round(p, q, labels=None, ax=None):
 
 def plot_convergence(ns, tv_by_sampler: dict, expected_noise=None, ax=None):
     """Log-log TV distance against sample size per sampler, with the noise floor of a perfect sampler."""
-    import matplotlib.pyplot as plt
-
     ns = np.asarray(ns, dtype=float)
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     for name, tvs in tv_by_sampler.items():
@@ -60,8 +59,6 @@ def plot_convergence(ns, tv_by_sampler: dict, expected_noise=None, ax=None):
 
 def plot_token_bias(exact_marginal, other_marginals: dict, ax=None):
     """Bars of (sampler's token frequency - target's) per token: where a bias lands."""
-    import matplotlib.pyplot as plt
-
     exact_marginal = np.asarray(exact_marginal)
     x = np.arange(len(exact_marginal))
     width = 0.8 / max(len(other_marginals), 1)
@@ -78,10 +75,6 @@ def plot_token_bias(exact_marginal, other_marginals: dict, ax=None):
 
 def plot_pvalues(p_values: dict, ax=None):
     """Sorted p-values per sampler against the uniform quantiles a correct sampler follows."""
-    import matplotlib.pyplot as plt
-
-    from specnotes.stats import uniform_band
-
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     sizes = {len(ps) for ps in p_values.values()}
     if len(sizes) == 1:  # one band fits every sampler: where a correct sampler's sorted p-values fall
@@ -104,8 +97,6 @@ def plot_pvalues(p_values: dict, ax=None):
 
 def plot_zoo(names, tvs, noise_floor: float, flagged, ax=None):
     """Horizontal bars of each rule's TV distance, the exact rule's level marked as the noise floor."""
-    import matplotlib.pyplot as plt
-
     if not len(names) == len(tvs) == len(flagged):  # matplotlib would cycle a short colour list silently
         raise ValueError(f"names, tvs and flagged need one entry per rule; got {len(names)}, {len(tvs)} and "
                          f"{len(flagged)}")

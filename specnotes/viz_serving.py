@@ -1,20 +1,18 @@
-"""Notebook 08's figures: serving throughput against batch size and context, the measured (B, T) grid,
-acceptance by temperature, and token arrivals. specnotes.viz_speed re-exports them, so
-`viz_speed.plot_serving` keeps working."""
+"""Figures of serving at batch (notebook 08): throughput against batch size and context, the measured
+(B, T) grid and its crossover, acceptance by temperature, and token arrivals."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+
+from specnotes import serving
 
 
 def plot_serving(alpha: float, k: int, c: float, n_params: float, dtype: str, gpu, contexts=(0, 4096, 32768),
                  batches=None, ax=None):
     """Speculative / plain throughput per GPU against batch size, one line per context length; the
     dotted part of a line is where the batch no longer fits in the GPU's memory."""
-    import matplotlib.pyplot as plt
-
-    from specnotes import serving
-
     batches = np.unique(np.geomspace(1, 1024, 60).astype(int)) if batches is None else np.asarray(batches)
     ax = ax or plt.subplots(figsize=(7.5, 4))[1]
     for ctx in contexts:
@@ -40,10 +38,6 @@ def plot_crossover_by_context(alpha: float, k: int, c: float, n_params: float, d
     """The batch at which speculation starts to lower throughput, against context length, beside the
     largest batch that fits in memory: the flip happens in practice only where the first is below the
     second. A context with no crossing up to max_batch is drawn as a triangle at the top."""
-    import matplotlib.pyplot as plt
-
-    from specnotes import serving
-
     contexts = (np.unique(np.geomspace(1, 131072, 35).astype(int)) if contexts is None
                 else np.asarray(contexts))
     ax = ax or plt.subplots(figsize=(7.5, 4))[1]
@@ -70,8 +64,6 @@ def plot_crossover_by_context(alpha: float, k: int, c: float, n_params: float, d
 
 def plot_batch_grid(times: dict, ax=None):
     """Measured pass time against batch size, one line per tokens-per-sequence T."""
-    import matplotlib.pyplot as plt
-
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     batches = sorted({b for b, _ in times})
     for t in sorted({t for _, t in times}):
@@ -87,8 +79,6 @@ def plot_batch_grid(times: dict, ax=None):
 
 def plot_measured_crossover(measured: dict, predicted: dict, ax=None):
     """Speedup by batch: measured pass times against the roofline model of this machine."""
-    import matplotlib.pyplot as plt
-
     ax = ax or plt.subplots(figsize=(6, 4))[1]
     lines = (("measured (pass times)", measured, "o-"), ("roofline model", predicted, "s--"))
     for label, data, style in lines:
@@ -104,8 +94,6 @@ def plot_measured_crossover(measured: dict, predicted: dict, ax=None):
 
 def plot_temperature_sweep(records: list[dict], value: str = "alpha", ax=None):
     """α (or tokens per pass) against temperature, one line per (drafter, prompt kind)."""
-    import matplotlib.pyplot as plt
-
     if records and value not in records[0]:
         raise ValueError(f"value {value!r} is not a column of the sweep; choose one of "
                          f"{', '.join(records[0])}")
@@ -128,8 +116,6 @@ def plot_temperature_sweep(records: list[dict], value: str = "alpha", ax=None):
 def plot_arrivals(series: dict, ax=None):
     """Inter-token gaps as an empirical CDF per mode: speculative tokens arrive in bursts (many gaps of
     zero, then one long wait), plain ones at a steady pace. series: name -> arrival times in seconds."""
-    import matplotlib.pyplot as plt
-
     short = [name for name, times in series.items() if len(times) < 2]
     if short:
         raise ValueError(f"series: {short[0]!r} has fewer than two arrival times, so no gap to plot")

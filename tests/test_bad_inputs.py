@@ -41,9 +41,11 @@ from specnotes import (
     timing,
     toy,
     tree,
+    viz_drafters,
     viz_exactness,
-    viz_speed,
-    widgets,
+    viz_roofline,
+    viz_serving,
+    viz_speedup,
 )
 from specnotes.drafters import (
     DraftModel,
@@ -269,8 +271,8 @@ bad("timing.time_forward", "tokens", WHOLE, lambda v: timing.time_forward(TINY, 
 bad("timing.time_forward", "context", COUNT, lambda v: timing.time_forward(TINY, context=v))
 bad("timing.pass_times", "repeats", WHOLE, lambda v: timing.pass_times(TINY, {"x": timing.Pass(torch.zeros(1, 1, dtype=torch.long))}, repeats=v))
 bad("timing.pass_times", "passes", {"empty": {}, "a list": [1], "not a Pass": {"x": 1}}, lambda v: timing.pass_times(TINY, v))
-bad("widgets.speedup_view", "k", WHOLE, lambda v: widgets.speedup_view(0.8, v, 0.05))
-bad("widgets.speedup_view", "alpha", PROBABILITY, lambda v: widgets.speedup_view(v, 4, 0.05))
+bad("viz_speedup.speedup_view", "k", WHOLE, lambda v: viz_speedup.speedup_view(0.8, v, 0.05))
+bad("viz_speedup.speedup_view", "alpha", PROBABILITY, lambda v: viz_speedup.speedup_view(v, 4, 0.05))
 bad("readouts.roofline_readout", "n_params", POSITIVE, lambda v: readouts.roofline_readout(v, "bf16", "H100 SXM"))
 bad("readouts.serving_readout", "context", COUNT,
     lambda v: readouts.serving_readout(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", v))
@@ -360,8 +362,8 @@ bad("mtp.sample_language", "table", {"2-D": np.full((4, 4), 0.25), "all zero": n
     lambda v: mtp.sample_language(v, 5, 8))
 one("viz_exactness.plot_zoo", "flagged", "shorter than names", lambda: viz_exactness.plot_zoo(["a", "b", "c"], [.1, .2, .3], .01, [True]))
 bad("readouts.roofline_readout", "k", {"negative": -1, "fractional": 2.5}, lambda v: readouts.roofline_readout(7e9, "bf16", "H100 SXM", v))
-bad("viz_speed.plot_roofline", "k", {"negative": -3}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", k=v))
-bad("viz_speed.plot_roofline", "prefill", {"zero": 0}, lambda v: viz_speed.plot_roofline("H100 SXM", "bf16", prefill=v))
+bad("viz_roofline.plot_roofline", "k", {"negative": -3}, lambda v: viz_roofline.plot_roofline("H100 SXM", "bf16", k=v))
+bad("viz_roofline.plot_roofline", "prefill", {"zero": 0}, lambda v: viz_roofline.plot_roofline("H100 SXM", "bf16", prefill=v))
 
 bad("bugzoo.convergence", "ns", {"empty": [], "fractional": [50.7], "negative": [-10]},
     lambda v: bugzoo.convergence(P, Q, v, 2, 2))
@@ -377,7 +379,7 @@ one("drafter_table.by_temperature", "temperatures", "negative",
     lambda: drafter_table.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
 one("drafter_table.table", "runs", "a run that took no time", lambda: drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]))
-one("viz_speed.plot_arrivals", "series", "a one-token result", lambda: viz_speed.plot_arrivals({"plain": [0.1]}))
+one("viz_serving.plot_arrivals", "series", "a one-token result", lambda: viz_serving.plot_arrivals({"plain": [0.1]}))
 bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
     lambda v: tree.static_tree([[1, 2, 3]], v))
 bad("drafters.RandomTree", "vocab", {"negative": -3, "zero": 0}, lambda v: RandomTree(v))
@@ -389,10 +391,10 @@ bad("stats.token_marginals", "dist", {"NaN": np.full(16, NAN), "the wrong size":
 bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -1.0},
     lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
 bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
-one("viz_speed.plot_drafter_bars", "value", "a typo", lambda: viz_speed.plot_drafter_bars(drafter_table.table([drafter_table.Run(
+one("viz_drafters.plot_drafter_bars", "value", "a typo", lambda: viz_drafters.plot_drafter_bars(drafter_table.table([drafter_table.Run(
     "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]), value="speedpu"))
-one("viz_speed.plot_temperature_sweep", "value", "a typo",
-    lambda: viz_speed.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
+one("viz_serving.plot_temperature_sweep", "value", "a typo",
+    lambda: viz_serving.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
                                              value="alhpa"))
 
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])

@@ -1,6 +1,7 @@
-"""The explorers: the speedup explorer's pure view over the whole slider grid and its drawing at the
-grid's edges, and each widget itself, built headless, answering slider moves. (The readouts the roofline
-calculator and the serving explorer show are tested in test_readouts, their figures in test_viz_speed.)"""
+"""The explorers: the speedup explorer's pure view (specnotes.viz_speedup) over the whole slider grid and
+its drawing at the grid's edges, and each widget itself, built headless, answering slider moves. (The
+readouts the roofline calculator and the serving explorer show are tested in test_readouts, their figures
+in test_viz.)"""
 
 import itertools
 
@@ -8,14 +9,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specnotes import theory, widgets
+from specnotes import theory, viz_speedup, widgets
 
-HEATMAP = widgets.best_k_grid()
+HEATMAP = viz_speedup.best_k_grid()
 
 
 def test_view_is_consistent_over_the_full_slider_grid():
-    for alpha, k, c in itertools.product(widgets.ALPHA_GRID, widgets.K_GRID, widgets.C_GRID):
-        view = widgets.speedup_view(alpha, int(k), c)
+    for alpha, k, c in itertools.product(viz_speedup.ALPHA_GRID, viz_speedup.K_GRID, viz_speedup.C_GRID):
+        view = viz_speedup.speedup_view(alpha, int(k), c)
         assert (view.alpha, view.c) == (alpha, c)
         assert view.best_speedup == view.speedups.max()
         assert view.speedups[view.best_k - 1] == view.best_speedup
@@ -27,20 +28,20 @@ def test_view_is_consistent_over_the_full_slider_grid():
 @pytest.mark.parametrize("alpha, k, c", list(itertools.product([0.0, 0.5, 0.99], [1, 16], [0.0, 1.0]))
                          + [(0.8, 4, 0.05)])
 def test_drawing_works_at_the_edges_of_the_grid(alpha, k, c):
-    fig = widgets.draw_speedup(widgets.speedup_view(alpha, k, c), heatmap=HEATMAP)
+    fig = viz_speedup.draw_speedup(viz_speedup.speedup_view(alpha, k, c), heatmap=HEATMAP)
     assert len(fig.axes) == 4  # three panels and the colorbar
     mine = plt.figure()
-    assert widgets.draw_speedup(widgets.speedup_view(alpha, k, c), heatmap=HEATMAP, fig=mine) is mine
+    assert viz_speedup.draw_speedup(viz_speedup.speedup_view(alpha, k, c), heatmap=HEATMAP, fig=mine) is mine
     for f in (fig, mine):
         plt.close(f)
 
 
 def test_heatmap_shows_speculation_pays_only_when_alpha_exceeds_c():
     best_k, best_speedup = HEATMAP
-    alphas, cs = np.meshgrid(widgets.ALPHA_GRID, widgets.C_GRID)
+    alphas, cs = np.meshgrid(viz_speedup.ALPHA_GRID, viz_speedup.C_GRID)
     pays = best_speedup > 1 + 1e-12
     assert np.array_equal(pays, alphas > cs + 1e-12)
-    assert best_k.shape == (len(widgets.C_GRID), len(widgets.ALPHA_GRID))
+    assert best_k.shape == (len(viz_speedup.C_GRID), len(viz_speedup.ALPHA_GRID))
 
 
 def test_explorer_builds_headless_and_reacts_to_sliders():

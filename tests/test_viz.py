@@ -1,5 +1,5 @@
-"""The figures of speed (specnotes.viz_speed), drawn headless: what each one shows, and the one return
-convention every one of them follows."""
+"""The figures of speed (specnotes.viz_roofline, viz_timing, viz_cache, viz_trees, viz_drafters and
+viz_serving), drawn headless: what each one shows, and the one return convention every one of them follows."""
 
 import inspect
 from types import SimpleNamespace
@@ -8,8 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specnotes import tree, viz_speed
-from specnotes.viz_speed import plot_step_times
+from specnotes import tree, viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees
 
 TREE = tree.static_tree([[10, 11, 12], [20, 21], [30]], tree.default_choices((3, 2, 1)))
 ROWS = [SimpleNamespace(drafter=d, kind=kind, tokens_per_call=1.5, speedup=1.2, alpha=0.4,
@@ -26,40 +25,46 @@ RESULT = SimpleNamespace(trace=[SimpleNamespace(cache_len=10 + 2 * i, drafted=[1
                                 for i in range(1, 5)])
 # one call per figure of the module, each drawing into the `ax` (or `fig`) it is given
 FIGURES = {
-    "plot_step_times": lambda ax: plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30, ax=ax),
-    "plot_roofline": lambda ax: viz_speed.plot_roofline("H100 SXM", "bf16", ax=ax),
-    "plot_tokens_curve": lambda ax: viz_speed.plot_tokens_curve([1, 2, 4], [0.01, 0.011, 0.013],
+    "plot_step_times": lambda ax: viz_timing.plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30, ax=ax),
+    "plot_roofline": lambda ax: viz_roofline.plot_roofline("H100 SXM", "bf16", ax=ax),
+    "plot_tokens_curve": lambda ax: viz_roofline.plot_tokens_curve([1, 2, 4], [0.01, 0.011, 0.013],
                                                                 [0.009, 0.009, 0.01], ax=ax),
-    "plot_cache_lengths": lambda ax: viz_speed.plot_cache_lengths(RESULT, prompt_len=11, ax=ax),
-    "plot_tree_and_mask": lambda fig: viz_speed.plot_tree_and_mask(TREE, fig=fig),
-    "plot_tree_sizes": lambda ax: viz_speed.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9],
+    "plot_cache_lengths": lambda ax: viz_cache.plot_cache_lengths(RESULT, prompt_len=11, ax=ax),
+    "plot_tree_and_mask": lambda fig: viz_trees.plot_tree_and_mask(TREE, fig=fig),
+    "plot_tree_sizes": lambda ax: viz_trees.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9],
                                                             ax=ax),
-    "plot_drafter_bars": lambda ax: viz_speed.plot_drafter_bars(ROWS, "speedup", ax=ax),
-    "plot_position_acceptance": lambda ax: viz_speed.plot_position_acceptance(ROWS, ax=ax),
-    "plot_mode_rates": lambda ax: viz_speed.plot_mode_rates(RUNS, ax=ax),
-    "plot_predicted_vs_measured": lambda ax: viz_speed.plot_predicted_vs_measured(RUNS, ax=ax),
-    "plot_serving": lambda ax: viz_speed.plot_serving(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", ax=ax),
-    "plot_crossover_by_context": lambda ax: viz_speed.plot_crossover_by_context(
+    "plot_drafter_bars": lambda ax: viz_drafters.plot_drafter_bars(ROWS, "speedup", ax=ax),
+    "plot_position_acceptance": lambda ax: viz_drafters.plot_position_acceptance(ROWS, ax=ax),
+    "plot_mode_rates": lambda ax: viz_timing.plot_mode_rates(RUNS, ax=ax),
+    "plot_predicted_vs_measured": lambda ax: viz_timing.plot_predicted_vs_measured(RUNS, ax=ax),
+    "plot_serving": lambda ax: viz_serving.plot_serving(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", ax=ax),
+    "plot_crossover_by_context": lambda ax: viz_serving.plot_crossover_by_context(
         0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 64, 4096], ax=ax),
-    "plot_batch_grid": lambda ax: viz_speed.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
-    "plot_measured_crossover": lambda ax: viz_speed.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
-    "plot_temperature_sweep": lambda ax: viz_speed.plot_temperature_sweep(SWEEP, ax=ax),
-    "plot_arrivals": lambda ax: viz_speed.plot_arrivals({"plain": [0.0, 0.1, 0.2]}, ax=ax),
+    "plot_batch_grid": lambda ax: viz_serving.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
+    "plot_measured_crossover": lambda ax: viz_serving.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
+    "plot_temperature_sweep": lambda ax: viz_serving.plot_temperature_sweep(SWEEP, ax=ax),
+    "plot_arrivals": lambda ax: viz_serving.plot_arrivals({"plain": [0.0, 0.1, 0.2]}, ax=ax),
 }
 MULTI_PANEL = {"plot_tree_and_mask"}  # these take fig=, the others ax=
 
 
-def test_every_function_of_the_module_is_a_figure_covered_here():
-    functions = inspect.getmembers(viz_speed, inspect.isfunction)
-    defined = {name for name, f in functions if f.__module__ in (viz_speed.__name__, "specnotes.viz_live",
-                                                                          "specnotes.viz_serving")}
+MODULES = (viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees)
+
+
+def figure(name):
+    return next(getattr(m, name) for m in MODULES if hasattr(m, name))
+
+
+def test_every_function_of_the_modules_is_a_figure_covered_here():
+    defined = {name for m in MODULES for name, f in inspect.getmembers(m, inspect.isfunction)
+               if f.__module__ == m.__name__}
     assert defined == set(FIGURES)
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_every_figure_returns_the_figure_it_drew_on(name):
     where = "fig" if name in MULTI_PANEL else "ax"
-    assert where in inspect.signature(getattr(viz_speed, name)).parameters
+    assert where in inspect.signature(figure(name)).parameters
     new = FIGURES[name](None)  # a figure of its own
     assert isinstance(new, plt.Figure) and new.axes
     mine = plt.figure()
@@ -70,7 +75,7 @@ def test_every_figure_returns_the_figure_it_drew_on(name):
 
 
 def test_step_time_plot_has_one_bar_per_forward_pass():
-    fig = plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30)
+    fig = viz_timing.plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30)
     ax = fig.axes[0]
     assert len(ax.patches) == 10
     heights = sorted(p.get_height() for p in ax.patches)
@@ -79,7 +84,7 @@ def test_step_time_plot_has_one_bar_per_forward_pass():
 
 
 def test_cache_plot_marks_the_verify_pass_above_the_rollback():
-    fig = viz_speed.plot_cache_lengths(RESULT, prompt_len=11)
+    fig = viz_cache.plot_cache_lengths(RESULT, prompt_len=11)
     before, after = (line.get_ydata() for line in fig.axes[0].lines)
     assert list(after) == [12, 14, 16, 18]  # what the rounds kept
     assert list(before) == [14, 16, 18, 20]  # the round before's cache + 3 drafts + 1 input
@@ -87,7 +92,7 @@ def test_cache_plot_marks_the_verify_pass_above_the_rollback():
 
 
 def test_cache_plot_zooms_on_the_first_rounds_beside_the_whole_run():
-    fig = viz_speed.plot_cache_lengths(RESULT, prompt_len=11, zoom=2)
+    fig = viz_cache.plot_cache_lengths(RESULT, prompt_len=11, zoom=2)
     assert len(fig.axes) == 2
     before, after = (line.get_ydata() for line in fig.axes[1].lines)
     assert list(after) == [12, 14] and list(before) == [14, 16]
@@ -96,13 +101,14 @@ def test_cache_plot_zooms_on_the_first_rounds_beside_the_whole_run():
 
 def test_notebook_08_plots_draw_headless():
     grid = {(b, t): 0.01 * b * (1 + 0.1 * t) for b in (1, 2, 4) for t in (1, 4)}
-    fig = viz_speed.plot_batch_grid(grid)
+    fig = viz_serving.plot_batch_grid(grid)
     assert len(fig.axes[0].lines) == 2
-    fig2 = viz_speed.plot_measured_crossover({1: 2.0, 4: 0.9}, {1: 2.1, 4: 1.2})
+    fig2 = viz_serving.plot_measured_crossover({1: 2.0, 4: 0.9}, {1: 2.1, 4: 1.2})
     assert len(fig2.axes[0].lines) == 3  # two curves and the break-even line
-    fig3 = viz_speed.plot_temperature_sweep(SWEEP)
+    fig3 = viz_serving.plot_temperature_sweep(SWEEP)
     assert len(fig3.axes[0].lines) == 4  # the "all" rows are left out
-    fig4 = viz_speed.plot_arrivals({"plain": np.arange(10) * 0.05, "spec": np.repeat(np.arange(5) * 0.06, 2)})
+    fig4 = viz_serving.plot_arrivals({"plain": np.arange(10) * 0.05,
+                                      "spec": np.repeat(np.arange(5) * 0.06, 2)})
     assert "median" in fig4.axes[0].get_legend().get_texts()[0].get_text()
     for f in (fig, fig2, fig3, fig4):
         plt.close(f)
@@ -111,23 +117,23 @@ def test_notebook_08_plots_draw_headless():
 @pytest.mark.parametrize("gpu", ["H100 SXM", "L4", "T4", "Apple M2 Max"])
 @pytest.mark.parametrize("alpha,k,c", [(0.0, 1, 0.0), (0.95, 12, 0.5), (0.5, 4, 0.1)])
 def test_serving_plot_over_the_explorers_control_grid(gpu, alpha, k, c):
-    fig = viz_speed.plot_serving(alpha, k, c, 8e9, "bf16", gpu, contexts=(0, 32768))
+    fig = viz_serving.plot_serving(alpha, k, c, 8e9, "bf16", gpu, contexts=(0, 32768))
     assert len(fig.axes[0].lines) >= 4
     plt.close(fig)
 
 
 def test_tree_plots_draw_headless():
-    fig = viz_speed.plot_tree_and_mask(TREE, labels=["a", "b", "c", "d", "e", "f"])
+    fig = viz_trees.plot_tree_and_mask(TREE, labels=["a", "b", "c", "d", "e", "f"])
     mask_ax = fig.axes[1]
     assert mask_ax.images[0].get_array().shape == (7, 7)
-    fig2 = viz_speed.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9], labels=["a", "b", "c"])
+    fig2 = viz_trees.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9], labels=["a", "b", "c"])
     assert len(fig2.axes[0].lines) == 3
     for f in (fig, fig2):
         plt.close(f)
 
 
 def test_position_plot_counts_the_rounds_behind_each_point():
-    fig = viz_speed.plot_position_acceptance(ROWS)
+    fig = viz_drafters.plot_position_acceptance(ROWS)
     top, counts = fig.axes
     assert [list(line.get_ydata()) for line in counts.lines] == [[50, 30, 12]] * 2  # one line per "all" row
     assert counts.get_yscale() == "log" and len(top.lines) == 2
@@ -137,7 +143,7 @@ def test_position_plot_counts_the_rounds_behind_each_point():
 def test_the_crossover_plot_marks_where_there_is_none_and_the_memory_limit():
     from specnotes import serving
 
-    fig = viz_speed.plot_crossover_by_context(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 4096])
+    fig = viz_serving.plot_crossover_by_context(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 4096])
     cross, never, fits = fig.axes[0].lines
     assert cross.get_ydata()[0] == serving.crossover_batch(0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", 0)
     assert np.isnan(cross.get_ydata()[1]) and list(never.get_xdata()) == [4096]  # no crossing at 4k

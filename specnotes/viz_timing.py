@@ -1,16 +1,38 @@
-"""Notebook 07's figures: live timings by mode, and each engine mode's predicted speedup against its
-measured one. specnotes.viz_speed re-exports them, so `viz_speed.plot_mode_rates` keeps working."""
+"""Figures of measured time: a decode's prefill and steps (notebook 00), tokens/s by engine mode, and each
+mode's predicted speedup against its measured one (notebook 07).
+
+Each figure function takes ``ax=None`` (``fig=None`` where it draws several panels) and returns the
+matplotlib Figure it drew on; none calls ``plt.show()``. Pure (data in, figure out), tested headless.
+"""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
+
+
+def plot_step_times(prefill_seconds: float, step_seconds, prompt_tokens: int, ax=None):
+    """Bar per forward pass (prefill first, then one per decode step) in ms, with the decode median."""
+    steps_ms = np.asarray(step_seconds, dtype=float) * 1e3
+    ax = ax or plt.subplots(figsize=(8, 3.2))[1]
+    ax.bar([0], [prefill_seconds * 1e3], color="tab:orange",
+           label=f"prefill: {prompt_tokens} prompt tokens in one pass")
+    ax.bar(np.arange(1, len(steps_ms) + 1), steps_ms, color="tab:blue",
+           label="decode: one pass per new token")
+    if len(steps_ms):
+        med = float(np.median(steps_ms))
+        ax.axhline(med, color="k", lw=1, ls="--", label=f"decode median {med:.0f} ms")
+    ax.set_xlabel("forward pass")
+    ax.set_ylabel("ms")
+    ax.set_title("Every new token costs one full forward pass")
+    ax.legend(loc="upper right", fontsize=8)
+    return ax.figure
 
 
 def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
     """tokens/s by mode, one bar group per prompt kind, with each mode's min-max over repeats
     (live_summary.Record, as live.run's report.runs holds them)."""
-    import matplotlib.pyplot as plt
-
     ax = ax or plt.subplots(figsize=(8, 3.6))[1]
     sel = [r for r in runs if r.sampling == sampling]
     modes = list(dict.fromkeys(r.mode for r in sel))
@@ -33,8 +55,6 @@ def plot_mode_rates(runs, sampling: str = "greedy", ax=None):
 def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
     """Each engine mode's predicted speedup against its measured one, with the ±band corridor
     (live_summary.Record; those with a prediction)."""
-    import matplotlib.pyplot as plt
-
     ax = ax or plt.subplots(figsize=(5, 4.6))[1]
     pts = [(r, r.prediction.predicted_speedup) for r in runs if r.prediction is not None]
     top = max([1.5] + [max(predicted, r.speedup) * 1.1 for r, predicted in pts])
@@ -57,7 +77,6 @@ def plot_predicted_vs_measured(runs, ax=None, band: float = 0.10):
     ax.set_ylim(0, top)
     ax.set_xlabel("predicted speedup (measured α, draft and verify costs)")
     ax.set_ylabel("measured speedup")
-    from matplotlib.lines import Line2D
 
     keys = [Line2D([], [], ls="", marker="o", color=colours[m], label=m.removeprefix("engine-"))
             for m in modes]
