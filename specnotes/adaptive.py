@@ -136,9 +136,9 @@ class Controller:
 
 
 class AdaptiveK(Wrapper):
-    """A drafter whose k comes from a schedule, not from the engine (which still cuts the draft to the
-    tokens left). Wraps any drafter that takes k, such as DraftModel; what the wrapped drafter needs from
-    the target's pass (Lookahead's predictions, EagleLite's states) it still gets."""
+    """A drafter whose k comes from a schedule, below the engine's cap (and the tokens left). Wraps any
+    drafter that takes k, such as DraftModel; what the wrapped drafter needs from the target's pass
+    (Lookahead's predictions, EagleLite's states) it still gets."""
 
     def __init__(self, drafter, schedule):
         if isinstance(schedule, type) or not all(callable(getattr(schedule, m, None))
@@ -153,8 +153,8 @@ class AdaptiveK(Wrapper):
         self.schedule.reset()
         self.drafter.reset(prompt)
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        own = self.schedule.next_k()
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        own = min(self.schedule.next_k(), k)  # the schedule's k, under the engine's cap
         return self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([])
 
     def update(self, feedback) -> None:

@@ -1,10 +1,9 @@
 """Target passes over a KV cache, and the cache edits after them: the one place that speaks
 transformers' model and cache API (the forward signature, the cache argument's name, crop, layers).
 
-- forward_pass: any causal pass (prefill, one decode step, a chain of drafts);
-- chain_pass: a round's verify pass for a chain draft, [last token, drafts] on top of the cache;
-- tree_pass: a round's verify pass for a tree draft (or any draft whose drafter wants the target's hidden
-  states), with the tree attention mask and depth positions from specnotes.tree;
+- forward_pass: any causal pass (prefill, one decode step, a draft model's steps);
+- verify_pass: a round's one target pass, for chains and trees alike (the tree mask only for trees), with
+  the target's hidden states when a drafter asks for them;
 - crop and compact: keep only the accepted tokens' keys and values.
 """
 
@@ -12,6 +11,10 @@ from __future__ import annotations
 
 import inspect
 from functools import cache
+
+from specnotes import checks
+from specnotes import tree as trees
+from specnotes.placement import device_of, dtype_of
 
 
 @cache
@@ -43,8 +46,6 @@ def forward_pass(model, input_ids, cache=None, keep: int | None = None):
     keep=n returns only the last n rows (the LM head then skips the rest: a long prompt's logits
     would otherwise cost T × V floats)."""
     if keep is not None:
-        from specnotes import checks
-
         keep = checks.whole(keep, "keep", scalar=True)
     kwargs = {cache_kwarg(type(model)): cache}
     if keep is not None and _accepts_logits_to_keep(type(model)):
@@ -55,38 +56,29 @@ def forward_pass(model, input_ids, cache=None, keep: int | None = None):
     return out.logits, returned_cache(out)
 
 
-def chain_pass(target, cache, last_token: int, drafted: list[int], uncached: list[int] = ()):
-    """The single target pass of a chain round: [last token, drafts] on top of the cache, which holds every
-    earlier token. Returns ((len(drafted)+1, V) logits, the cache now holding them all).
+def verify_pass(target, cache, tokens: list[int], tree: trees.Tree | None = None, n_uncached: int = 0,
+                hidden: bool = False):
+    """A round's ONE target pass: `tokens` = [uncached prompt tokens, last committed token, drafts (chain)
+    or tree nodes] on top of the cache, which holds every earlier token. Returns (logits (len(tokens) -
+    n_uncached, V) after the last token and after each draft/node, hidden states (len(tokens), d) after the
+    final norm or None, the cache now holding them all).
 
-    The first round also carries the prompt (`uncached`: every prompt token but the last), so the
-    prompt pass verifies the first draft too, as transformers' assisted generation does."""
+    A chain is an ordinary causal pass; only a real tree gets the tree attention mask and depth positions
+    (specnotes.tree.mask), so each node sees the cache, the prompt, the root and its own ancestors. The first
+    round also carries the prompt (n_uncached: every prompt token but the last), so the prompt pass verifies
+    the first draft too, as transformers' assisted generation does."""
     import torch
 
-    from specnotes.placement import device_of
-
-    ids = torch.tensor([[*uncached, last_token, *drafted]], device=device_of(target))
-    logits, cache = forward_pass(target, ids, cache, keep=len(drafted) + 1)
-    return logits[0], cache
-
-
-def tree_pass(target, cache, root: int, tree, uncached: list[int] = ()):
-    """One target pass over [uncached, root, tree nodes] on top of `cache`. Returns (logits (n+1, V) for
-    the root and each node, hidden states (u+n+1, d) of every input row after the final norm, the cache).
-    Each node sees the cache, the uncached tokens, the root and its own ancestors (specnotes.tree.mask)."""
-    import torch
-
-    from specnotes import tree as trees
-    from specnotes.placement import device_of, dtype_of
-
-    device, dtype = device_of(target), dtype_of(target)
-    ids = torch.tensor([[*uncached, root, *tree.tokens]], device=device)
-    positions, mask = trees.mask(cache_length(cache), len(uncached), tree, device, dtype)
-    out = target.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                       **{cache_kwarg(type(target.model)): cache})
-    hidden = out.last_hidden_state[0]
-    logits = target.lm_head(hidden[len(uncached):])
-    return logits, hidden, returned_cache(out)
+    ids = torch.tensor([tokens], device=device_of(target))
+    kwargs = {cache_kwarg(type(target)): cache, "use_cache": True}
+    if tree is not None:
+        positions, mask = trees.mask(cache_length(cache), n_uncached, tree, ids.device, dtype_of(target))
+        kwargs.update(attention_mask=mask, position_ids=positions)
+    if _accepts_logits_to_keep(type(target)):
+        kwargs["logits_to_keep"] = len(tokens) - n_uncached
+    out = target(ids, output_hidden_states=hidden, **kwargs)
+    logits = out.logits[0, n_uncached - len(tokens):]
+    return logits, (out.hidden_states[-1][0] if hidden else None), returned_cache(out)
 
 
 def crop(cache, n: int) -> None:
@@ -96,17 +88,17 @@ def crop(cache, n: int) -> None:
 
 
 def compact(cache, start: int, keep: list[int]) -> None:
-    """Keep the first `start` cached positions and then only the listed positions after them (offsets
-    from `start`), in order: the accepted branch of a tree pass, without the other branches. When `keep`
-    is a prefix (a chain's accepted drafts) this is an ordinary crop."""
-    import torch
+    """Keep the first `start` cached positions and then only the listed positions after them (offsets from
+    `start`, increasing): the accepted branch of a tree pass, without the other branches. The kept rows are
+    moved down into place and the rest cropped; nothing else in the cache is copied. When `keep` is a prefix
+    (a chain's accepted drafts) this is an ordinary crop."""
+    moved = [(start + i, start + k) for i, k in enumerate(keep) if k != i]
+    if moved:
+        import torch
 
-    total = cache.get_seq_length()
-    if list(keep) == list(range(len(keep))):  # already a prefix: an ordinary crop
-        crop(cache, total - start - len(keep))
-        return
-    index = torch.as_tensor(list(range(start)) + [start + k for k in keep])
-    for layer in cache.layers:
-        index = index.to(layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
+        dst, src = (torch.tensor(side) for side in zip(*moved, strict=True))
+        for layer in cache.layers:
+            for name in ("keys", "values"):
+                rows = getattr(layer, name)
+                rows[..., dst.to(rows.device), :] = rows[..., src.to(rows.device), :]
+    crop(cache, cache.get_seq_length() - start - len(keep))

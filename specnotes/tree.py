@@ -7,7 +7,7 @@ candidate token whose parent is the token before it. The whole tree goes through
 - position ids are the root's position plus the node's depth, as if each branch were the only one.
 So every row of the pass holds exactly what a chain pass along that node's branch would hold.
 
-Acceptance walks down from the root:
+Acceptance walks down from the root; the walks are rules like any other and live in specnotes.verify:
 - greedy: follow the child equal to the target's argmax, until none is;
 - exact sampling with point-mass candidates (SpecInfer's multi-candidate rule): try the children in
   order, accepting child x with probability p(x) under the current p; on a rejection set p(x) = 0 and
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specnotes import checks
+
 
 @dataclass(frozen=True)
 class Tree:
@@ -32,8 +34,6 @@ class Tree:
     parents: list[int] = field(default_factory=list)
 
     def __post_init__(self):
-        from specnotes import checks
-
         if not isinstance(self.tokens, (list, tuple)) or not isinstance(self.parents, (list, tuple)):
             raise TypeError(f"a tree's tokens and parents must be lists, got {type(self.tokens).__name__} "
                             f"and {type(self.parents).__name__}")
@@ -80,6 +80,15 @@ class Tree:
             path.append(node)
             node = self.parents[node]
         return path[::-1]
+
+    def line(self, path: list[int]) -> list[int]:
+        """The nodes a walk judged: the accepted branch `path`, then the first-ranked line below its end
+        (the candidates tried first at each level), so a tree round reads like a chain draft."""
+        line, below = list(path), (path[-1] if path else -1)
+        while (kids := self.children(below)):
+            below = kids[0]
+            line.append(below)
+        return line
 
     def cut(self, max_depth: int) -> Tree:
         """The nodes at depth <= max_depth (a round can emit at most the tokens left)."""
@@ -143,52 +152,3 @@ def mask(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     mask = torch.zeros(see.shape, dtype=dtype)
     mask.masked_fill_(torch.from_numpy(~see), torch.finfo(dtype).min)
     return (torch.from_numpy(positions)[None].to(device), mask[None, None].to(device))
-
-
-def walk_greedy(tree: Tree, logits) -> tuple[list[int], int]:
-    """(accepted nodes from the root down, next token): follow the child equal to the argmax."""
-    best = logits.argmax(-1).tolist()
-    node, path = -1, []
-    while True:
-        want = best[node + 1]
-        nxt = next((c for c in tree.children(node) if tree.tokens[c] == want), None)
-        if nxt is None:
-            return path, want
-        path.append(nxt)
-        node = nxt
-
-
-def walk_sampling(tree: Tree, probs, uniform, draw) -> tuple[list[int], int]:
-    """The exact multi-candidate rule for point-mass candidates. probs: (n+1, V) target distributions
-    at the root and each node; uniform(): one U(0, 1) float; draw(p): a token drawn from p."""
-    node, path = -1, []
-    while True:
-        p = probs[node + 1].clone()
-        for child in tree.children(node):
-            x = tree.tokens[child]
-            if uniform() < float(p[x]):  # p is renormalized, so p(x) is the acceptance probability
-                path.append(child)
-                node = child
-                break
-            # rejected: x cannot be the token any more; what is left of p, renormalized, is the
-            # distribution of the token given that it is not x (the residual of a point-mass draft)
-            p[x] = 0.0
-            p = p / p.sum()
-        else:
-            return path, draw(p)
-
-
-def walk_typical(tree: Tree, probs, draw, epsilon: float = 0.3, delta: float = 0.09) -> tuple[list[int], int]:
-    """Medusa-2's typical acceptance: take the first child whose p(x) > min(ε, δ·exp(−H(p))). NOT exact."""
-    import torch
-
-    node, path = -1, []
-    while True:
-        p = probs[node + 1]
-        entropy = float(-(p * torch.log(p.clamp_min(1e-30))).sum())
-        threshold = min(epsilon, delta * float(np.exp(-entropy)))
-        nxt = next((c for c in tree.children(node) if float(p[tree.tokens[c]]) > threshold), None)
-        if nxt is None:
-            return path, draw(p)
-        path.append(nxt)
-        node = nxt

@@ -125,52 +125,70 @@ def noisy(module, seed=0, scale=0.05):
     return module
 
 
-def _draft_lm(target, real):
-    from specnotes import models
-    from specnotes.drafters import load_distilled_draft
+def _parts(target, real):
+    """The trained pieces for `target`: the committed weights (real=True), or random-weight stand-ins,
+    each built once per target."""
+    from specnotes.drafters.registry import Parts
 
-    if real:
-        return _once(target, "distilled", lambda: load_distilled_draft(target))
-    return _once(target, "draft", lambda: models.tiny_llama(seed=1, vocab_size=target.config.vocab_size,
-                                                            layers=1, hidden_size=32))
+    return _once(target, ("parts", real), lambda: Parts(target) if real else _RandomParts(target))
 
 
-def _exit(target, real):
-    from specnotes.drafters import EarlyExit
-    from specnotes.drafters.early_exit import exit_model
+def _random_parts_class():
+    from specnotes.drafters.registry import Parts
 
-    if real:
-        return EarlyExit(target, adapter="trained")
+    class RandomParts(Parts):
+        """Random-weight stand-ins (noisy, so nothing is accidentally the identity) for the tiny targets."""
 
-    def build():
-        import torch
+        def draft_lm(self):
+            from specnotes import models
 
-        model = exit_model(target, 1, rank=8)
-        with torch.no_grad():
-            model.model.norm.up.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
-        return model
+            vocab = self.target.config.vocab_size
+            return self.once("draft", lambda: models.tiny_llama(seed=1, vocab_size=vocab, layers=1,
+                                                                hidden_size=32))
 
-    return EarlyExit(target, 1, adapter=_once(target, "exit", build))
+        def heads(self):
+            from specnotes.drafters.medusa import new_heads
+
+            return self.once("heads", lambda: noisy(new_heads(self.target, 3)))
+
+        def eagle(self):
+            from specnotes.drafters.eagle import new_model
+
+            return self.once("eagle", lambda: noisy(new_model(self.target)))
+
+        def exit_adapter(self):
+            import torch
+
+            from specnotes.drafters.early_exit import exit_model
+
+            def build():
+                model = exit_model(self.target, 1, rank=8)
+                with torch.no_grad():
+                    model.model.norm.up.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+                return model
+
+            return {"n_layers": 1, "adapter": self.once("exit", build)}
+
+    return RandomParts
+
+
+def _RandomParts(target):  # noqa: N802 (a class, built on first use: conftest imports nothing heavy)
+    return _once(None, "RandomParts", _random_parts_class)(target)
 
 
 def _heads(target, real):
-    from specnotes.drafters.medusa import load_medusa_heads, new_heads
-
-    if real:
-        return _once(target, "heads", lambda: load_medusa_heads(target))
-    return _once(target, "heads", lambda: noisy(new_heads(target, 3)))
+    return _parts(target, real).heads()
 
 
 def _eagle(target, real, **kwargs):
     from specnotes.drafters import EagleLite
-    from specnotes.drafters.eagle import new_model
 
     if real:
         return EagleLite(target, **kwargs)
-    return EagleLite(target, model=_once(target, "eagle", lambda: noisy(new_model(target))), **kwargs)
+    return EagleLite(target, model=_parts(target, real).eagle(), **kwargs)
 
 
-def _top_k_tree(target, real):
+def _top_k_tree(target, parts):
     from specnotes import surgery
 
     top_k_tree = _once(None, "TopKTree", _top_k_tree_class)
@@ -184,6 +202,8 @@ def _top_k_tree_class():
     class TopKTree(Drafter):
         """A tree drafter for tests: a small model's greedy chain, branching into its top-`width` tokens at
         each depth (Medusa's tree shape, built from a real model's guesses)."""
+
+        drafts_trees = True
 
         def __init__(self, draft, widths=(3, 2, 1)):
             self.draft, self.widths = draft, widths
@@ -205,39 +225,60 @@ def _top_k_tree_class():
 
 
 def _registry():
+    """Test name -> registry.Entry: the package's entries (specnotes.drafters.registry) where a test
+    configuration is one of them, and test-only configurations beside them, through the same Entry."""
     from specnotes import adaptive
-    from specnotes.drafters import DraftModel, Lookahead, Medusa, OneHot, PromptLookup, RandomTree, Suffix
+    from specnotes.drafters import DraftModel, Lookahead, OneHot, PromptLookup, RandomTree
+    from specnotes.drafters.registry import ENTRIES, Entry
 
     return {
-        # chain drafters with a real q
-        "draft model": lambda t, real: DraftModel(_draft_lm(t, real)),
-        "draft model, confidence stop": lambda t, real: DraftModel(_draft_lm(t, real), stop_below=0.3),
-        "early exit + adapter": _exit,
-        "adaptive k (heuristic) draft model": lambda t, real: adaptive.AdaptiveK(
-            DraftModel(_draft_lm(t, real)), adaptive.Heuristic(start=2)),
-        "eagle-lite, sampled": lambda t, real: _eagle(t, real, k=3, sampled=True),
-        # point-mass chains
-        "prompt lookup": lambda t, real: PromptLookup(),
-        "prompt lookup, fixed length": lambda t, real: PromptLookup(adaptive=False, num_tokens=4),
-        "suffix": lambda t, real: Suffix(),
-        "lookahead": lambda t, real: Lookahead(),
-        "adaptive k (fixed) lookahead": lambda t, real: adaptive.AdaptiveK(Lookahead(), adaptive.Fixed(3)),
+        "draft model": ENTRIES["distilled-draft"],
+        "draft model, confidence stop": Entry(lambda t, p: DraftModel(p.draft_lm(), stop_below=0.3)),
+        "early exit + adapter": ENTRIES["early-exit+adapter"],
+        "adaptive k (heuristic) draft model": Entry(lambda t, p: adaptive.AdaptiveK(
+            DraftModel(p.draft_lm()), adaptive.Heuristic(start=2))),
+        "eagle-lite, sampled": Entry(lambda t, p: EagleLite3(t, p, sampled=True)),
+        "prompt lookup": ENTRIES["prompt-lookup"],
+        "prompt lookup, fixed length": Entry(lambda t, p: PromptLookup(adaptive=False, num_tokens=4), k=None),
+        "suffix": ENTRIES["suffix"],
+        "lookahead": ENTRIES["lookahead"],
+        "adaptive k (fixed) lookahead": Entry(lambda t, p: adaptive.AdaptiveK(Lookahead(),
+                                                                               adaptive.Fixed(3))),
         # a sampled draft model whose q is dropped: verified as point masses, as engines without draft
         # probabilities do (still exact)
-        "one-hot draft model": lambda t, real: OneHot(DraftModel(_draft_lm(t, real)), greedy=False),
-        "eagle-lite": lambda t, real: _eagle(t, real, k=3),
-        "eagle-lite + gate": lambda t, real: _eagle(t, real, k=2, min_confidence=0.2),
+        "one-hot draft model": Entry(lambda t, p: OneHot(DraftModel(p.draft_lm()), greedy=False)),
+        "eagle-lite": Entry(lambda t, p: EagleLite3(t, p)),
+        "eagle-lite + gate": Entry(lambda t, p: EagleLite3(t, p, k=2, min_confidence=0.2)),
         # trees
-        "medusa (1,)": lambda t, real: Medusa(t, heads=_heads(t, real), widths=(1,)),
-        "medusa (3, 2, 2)": lambda t, real: Medusa(t, heads=_heads(t, real), widths=(3, 2, 2)),
-        "random tree": lambda t, real: RandomTree(t.config.vocab_size, (3, 2, 1), seed=1),
-        "top-k tree of a truncated target": _top_k_tree,
+        "medusa (1,)": ENTRIES["medusa"],
+        "medusa (3, 2, 2)": ENTRIES["medusa-3-2-2"],
+        "random tree": Entry(lambda t, p: RandomTree(t.config.vocab_size, (3, 2, 1), seed=1)),
+        "top-k tree of a truncated target": Entry(_top_k_tree),
     }
+
+
+def EagleLite3(target, parts, k=3, **kwargs):  # noqa: N802 (builds an EagleLite)
+    from specnotes.drafters import EagleLite
+
+    return EagleLite(target, model=parts.eagle(), k=k, **kwargs)
 
 
 def make_drafter(name, target, real=False):
     """A fresh drafter of the registry entry `name` for `target` (real=True: the committed weights)."""
-    return _registry()[name](target, real)
+    return _registry()[name].build(target, _parts(target, real))
+
+
+def _traits():
+    """name -> registry.Traits, read from each drafter on a tiny target (a sampled run of a few rounds)."""
+    import torch
+
+    from specnotes import models
+    from specnotes.drafters.registry import traits
+
+    target = _once(None, "traits target", lambda: models.tiny_llama(seed=0, layers=4))
+    prompt = torch.tensor([[5, 9, 2, 77, 5, 9, 2, 31, 5, 9]])
+    return _once(None, "traits", lambda: {name: traits(make_drafter(name, target), target, prompt)
+                                         for name in DRAFTER_NAMES})
 
 
 DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + adapter",
@@ -245,8 +286,16 @@ DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + ad
                  "prompt lookup, fixed length", "suffix", "lookahead", "adaptive k (fixed) lookahead",
                  "one-hot draft model", "eagle-lite", "eagle-lite + gate",
                  "medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
-WITH_Q = DRAFTER_NAMES[:5]  # the drafters that report a sampled q (the rest draft point masses)
-TREES = ("medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
+
+
+def __getattr__(name):
+    """WITH_Q (the drafters whose sampled drafts carry q) and TREES (those that declare trees), read from
+    the drafters on first use, not from the order of DRAFTER_NAMES."""
+    if name == "WITH_Q":
+        return tuple(n for n, t in _traits().items() if t.reports_q)
+    if name == "TREES":
+        return tuple(n for n, t in _traits().items() if t.is_tree)
+    raise AttributeError(name)
 
 
 def pytest_generate_tests(metafunc):

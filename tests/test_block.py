@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specnotes import block, bugzoo, engine, lossy, rules, sampling, stats, toy
+from specnotes import block, bugzoo, engine, lossy, rules, stats, toy, verify
 from specnotes.drafters import DraftModel, PromptLookup
 from specnotes.sampling import Sampler
 
@@ -155,11 +155,11 @@ def test_accept_block_draws_what_the_enumeration_says_for_one_draft():
     exact = cells(drafted, "block")
     sampler = Sampler(do_sample=True, seed=0)
     logits, q_t = torch.log(torch.tensor(p, dtype=torch.float32)), torch.tensor(q, dtype=torch.float32)
-    draws = [sampling.accept_block(logits, drafted, q_t, sampler) for _ in range(5_000)]
+    draws = [verify.Block().chain(logits, drafted, q_t, sampler) for _ in range(5_000)]
     observed = np.array([[kept * vocab + nxt] for kept, nxt in draws])
     # chi2_test reads each row as a length-1 sequence over (k+1)*vocab outcomes
     assert stats.chi2_test(observed, exact / exact.sum()).p_value > stats.FLAG_P
-    planted = [sampling.accept_block(logits, drafted, q_t, sampler, longest=False) for _ in range(5_000)]
+    planted = [verify.Block(longest=False).chain(logits, drafted, q_t, sampler) for _ in range(5_000)]
     assert stats.chi2_test(np.array([[a * vocab + b] for a, b in planted]), exact / exact.sum()).p_value \
         < stats.FLAG_P
 
@@ -187,8 +187,7 @@ def test_block_rule_through_the_engine_keeps_the_targets_distribution(tiny):
 
 
 def test_a_planted_block_mistake_through_the_engine_is_flagged(tiny, monkeypatch):
-    planted = sampling.accept_block
-    monkeypatch.setattr(sampling, "accept_block", lambda *a: planted(*a, longest=False))
+    monkeypatch.setitem(verify.RULES, "block", verify.Block(longest=False))  # the seam: one rule replaced
     rows = tiny.sampled(lambda: DraftModel(tiny.small_draft), seed0=71_000, n=1000, rule="block")
     assert stats.chi2_test(rows, tiny.exact).p_value < stats.FLAG_P
 

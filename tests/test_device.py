@@ -198,17 +198,17 @@ def test_every_path_runs_on_a_second_device_and_matches_the_cpu_token_for_token(
 
 def test_ids_left_on_the_cpu_are_caught_a_planted_bug(tokenizer, monkeypatch):
     """Plant the bug the device rule exists for: the verify pass builds its ids on the CPU."""
-    def planted_chain_pass(target, cache, last_token, drafted, uncached=()):
-        ids = torch.tensor([[*uncached, last_token, *drafted]])  # no device=: the planted bug
-        logits, cache = passes.forward_pass(target, ids, cache, keep=len(drafted) + 1)
-        return logits[0], cache
+    def planted_verify_pass(target, cache, tokens, tree=None, n_uncached=0, hidden=False):
+        ids = torch.tensor([tokens])  # no device=: the planted bug
+        logits, cache = passes.forward_pass(target, ids, cache, keep=len(tokens) - n_uncached)
+        return logits[0], None, cache
 
     target, _ = wide_pair()
     ids = prompt_ids(tokenizer, TEXT)
     with virtual_device():
         target = target.to(VIRTUAL)
         assert engine.generate(target, PromptLookup(), ids, 8).tokens  # the real one runs
-        monkeypatch.setattr(passes, "chain_pass", planted_chain_pass)
+        monkeypatch.setattr(passes, "verify_pass", planted_verify_pass)
         with pytest.raises(RuntimeError, match="same device"):
             engine.generate(target, PromptLookup(), ids, 8)
 

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import engine, prompts, stats
-from specnotes import tree as trees
+from specnotes import engine, prompts, stats, verify
 from specnotes.decode import prompt_ids
 from specnotes.drafters import (
     Draft,
@@ -135,7 +134,8 @@ def walk_with_a_flat_q(tree, probs, uniform, draw):
 
 def test_a_planted_wrong_q_fails_the_same_test(tiny, drafter_name, monkeypatch):
     if drafter_name in TREES:  # tree candidates are point masses and carry no q: the bug lives in the walk
-        monkeypatch.setattr(trees, "walk_sampling", walk_with_a_flat_q)
+        monkeypatch.setattr(verify.TokenWise, "tree", lambda self, tree, logits, sampler: walk_with_a_flat_q(
+            tree, sampler.probs(logits), lambda: float(sampler.uniform(1)[0]), sampler.draw))
         make = lambda: make_drafter(drafter_name, tiny.small_target)  # noqa: E731
     else:
         make = lambda: ReportsUniformQ(make_drafter(drafter_name, tiny.small_target))  # noqa: E731

@@ -7,7 +7,7 @@ import torch
 
 from specnotes import engine, models, surgery, timing
 from specnotes.decode import plain_generate, prompt_ids
-from specnotes.drafters import Draft, Drafter, DraftModel, PromptLookup
+from specnotes.drafters import Draft, Drafter, DraftModel, PromptLookup, RandomTree
 
 
 def test_one_round_at_a_time_is_the_same_as_generate(tiny):
@@ -133,12 +133,16 @@ def test_the_honest_q_passes_the_check_and_greedy_never_reads_q(tiny):
     honest = engine.generate(tiny.target, Misreports(lambda d: d.q, "honest"), tiny.prompt, 20, k=4,
                              do_sample=True, seed=0)
     assert len(honest.tokens) == 20
-    # greedy verification never reads q, so a drafter's q cannot matter there and is not checked
-    greedy = engine.generate(tiny.target, Misreports(lambda d: 0.5 * d.q, "half"), tiny.prompt, 20, k=4)
+    # greedy verification never reads q, so a drafter's q cannot matter there and is not checked (a q of
+    # zeros, refused when sampling; a draft model builds no q at all under greedy)
+    zeros = lambda d: torch.zeros(len(d.tokens), tiny.target.config.vocab_size)  # noqa: E731
+    greedy = engine.generate(tiny.target, Misreports(zeros, "zeros"), tiny.prompt, 20, k=4)
     assert greedy.tokens == tiny.greedy(tiny.target, tiny.prompt, 20)
 
 
 class Says(Drafter):
+    drafts_trees = True  # it says whatever it is told, trees included
+
     def __init__(self, draft):
         self.draft = draft
 
@@ -169,3 +173,37 @@ def test_prompts_are_checked_before_the_first_pass(tiny, prompt, error, match):
                      lambda: plain_generate(tiny.target, prompt, 5)):
         with pytest.raises(error, match=match):
             generate()
+
+
+def test_a_tree_from_a_drafter_that_did_not_declare_trees_is_refused(tiny):
+    class Undeclared(Drafter):
+        def propose(self, tokens, k, sampler):
+            return Draft([1, 2], None, [-1, -1])
+
+    with pytest.raises(TypeError, match="drafts_trees"):
+        engine.generate(tiny.target, Undeclared(), tiny.prompt, 10)
+
+
+def test_a_chain_only_rule_with_a_tree_drafter_is_refused_at_start(tiny):
+
+    with pytest.raises(ValueError, match="judges chain drafts"):
+        engine.start(tiny.target, RandomTree(6), tiny.prompt, 10, do_sample=True, rule="block")
+
+
+def test_k_caps_every_drafter_and_none_leaves_the_drafters_own_length(tiny):
+
+
+    copy = torch.tensor([list(range(3, 13)) * 3])  # repeated text: prompt lookup proposes long drafts
+    for make in (PromptLookup, lambda: DraftModel(tiny.target, k=6)):
+        capped = engine.generate(tiny.target, make(), copy, 24, k=2)
+        assert max(len(r.drafted) for r in capped.trace) <= 2
+        free = engine.generate(tiny.target, make(), copy, 24)
+        assert max(len(r.drafted) for r in free.trace) > 2
+
+
+def test_a_tree_round_records_the_size_of_the_tree(tiny):
+
+    result = engine.generate(tiny.target, RandomTree(tiny.target.config.vocab_size, (3, 2, 1)), tiny.prompt,
+                             12, do_sample=True, seed=0)
+    assert [r.size for r in result.trace[:2]] == [6, 6]  # 3 + 2 + 1 nodes, judged along one line
+    assert all(len(r.drafted) <= 3 for r in result.trace)

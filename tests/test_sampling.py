@@ -5,7 +5,7 @@ test_drafters.py)."""
 import pytest
 import torch
 
-from specnotes import sampling, stats
+from specnotes import sampling, stats, verify
 from specnotes.drafters import DraftModel
 
 
@@ -20,8 +20,9 @@ def test_top_k_and_top_p_processing_keep_the_right_tokens():
 
 def test_greedy_accepts_the_prefix_that_equals_the_argmax():
     logits = torch.tensor([[0.0, 5.0, 0.0], [4.0, 0.0, 0.0], [0.0, 0.0, 3.0]])
-    assert sampling.accept_greedy(logits, [1, 0]) == (2, 2)  # both kept, then the bonus
-    assert sampling.accept_greedy(logits, [1, 2]) == (1, 0)  # the second corrected to the argmax
+    greedy = verify.Greedy()
+    assert greedy.chain(logits, [1, 0], None, None) == (2, 2)  # both kept, then the bonus
+    assert greedy.chain(logits, [1, 2], None, None) == (1, 0)  # the second corrected to the argmax
 
 
 def test_the_residual_is_what_acceptance_failed_to_deliver():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import stats, tree
+from specnotes import stats, tree, verify
 from specnotes.drafters import RandomTree
 
 
@@ -42,10 +42,20 @@ def test_walk_sampling_emits_p_for_one_node_with_three_candidates():
     t = tree.Tree([1, 3, 0], [-1, -1, -1])
     probs = p[None].repeat(4, 1)
     rng = np.random.default_rng(0)
-    n, counts = 40_000, np.zeros(4)
+
+    class NumpySampler:  # the rule's three calls on a sampler, served by a numpy generator
+        def probs(self, logits):
+            return logits
+
+        def uniform(self, n):
+            return rng.random(n)
+
+        def draw(self, q):
+            return int(rng.choice(4, p=(q / q.sum()).numpy()))
+
+    n, counts, rule, sampler = 40_000, np.zeros(4), verify.TokenWise(), NumpySampler()
     for _ in range(n):
-        path, nxt = tree.walk_sampling(t, probs, rng.random,
-                                       lambda q: int(rng.choice(4, p=(q / q.sum()).numpy())))
+        path, nxt = rule.tree(t, probs, sampler)
         counts[t.tokens[path[0]] if path else nxt] += 1
     se = np.sqrt(p.numpy() * (1 - p.numpy()) / n)
     assert np.all(np.abs(counts / n - p.numpy()) < 5 * se), counts / n

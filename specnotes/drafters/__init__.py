@@ -4,13 +4,14 @@ specnotes.drafters.base (Draft, Feedback, Drafter).
 The engine (specnotes.engine) calls them; notebooks 02, 06 and 07 compare them.
 """
 
-from specnotes.drafters.base import Draft, Drafter, Feedback, OneHot, Wrapper
+from specnotes.drafters.base import Draft, Drafter, Feedback, Wrapper
 from specnotes.drafters.distilled import load_distilled_draft
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.drafters.eagle import EagleLite
 from specnotes.drafters.early_exit import EarlyExit
 from specnotes.drafters.lookahead import Lookahead
 from specnotes.drafters.medusa import Medusa
+from specnotes.drafters.one_hot import OneHot
 from specnotes.drafters.prompt_lookup import PromptLookup
 from specnotes.drafters.random_tree import RandomTree
 from specnotes.drafters.suffix import Suffix

@@ -54,11 +54,16 @@ class Drafter:
     propose and, after the target's pass, update. The defaults do nothing, so a drafter overrides only
     what it uses; it owns its state (a KV cache, a suffix index, an n-gram pool, ...).
 
-    k, the engine's draft length, caps the drafters that pay per drafted token (DraftModel, EarlyExit,
-    EagleLite, and Medusa's tree depth). PromptLookup, Suffix and Lookahead set their own length, since
-    their guesses cost nothing to make; the engine still cuts every draft to the tokens left."""
+    k means one thing for every drafter: propose(tokens, k, sampler) returns at most k tokens (a tree: at
+    most k levels deep). How many it proposes below that cap is the drafter's own policy: DraftModel's k,
+    PromptLookup's adaptive length, AdaptiveK's schedule. engine.generate(k=None) sets no cap of its own;
+    the engine passes the tokens left before max_new_tokens then.
+
+    A drafter that proposes trees declares drafts_trees = True, so the engine can check at start() that
+    the verification rule judges trees."""
 
     needs: ClassVar[frozenset[str]] = frozenset()  # a subset of NEEDS
+    drafts_trees: ClassVar[bool] = False
     vocab_size: int | None = None  # a drafter that runs its own LM sets its vocabulary size: the engine
     #                                checks it is the target's (drafts must use the target's tokenizer)
 
@@ -66,8 +71,9 @@ class Drafter:
         """Start a new generation from these prompt tokens."""
 
     def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        """Propose a continuation of `tokens` (the whole sequence so far). `sampler` (specnotes.sampling)
-        says how the engine samples, so a model drafter can draw the same way and report q."""
+        """Propose at most k tokens continuing `tokens` (the whole sequence so far: read it, never change it).
+        `sampler` (specnotes.sampling) says how the engine samples, so a model drafter can draw the same way
+        and report q."""
         return Draft([])
 
     def update(self, feedback: Feedback) -> None:
@@ -83,7 +89,7 @@ class Wrapper(Drafter):
             raise TypeError(f"{type(self).__name__} wraps a drafter object such as DraftModel(draft), got "
                             f"{inner!r}")
         self.inner = inner
-        self.vocab_size, self.needs = inner.vocab_size, inner.needs
+        self.vocab_size, self.needs, self.drafts_trees = inner.vocab_size, inner.needs, inner.drafts_trees
 
     def reset(self, prompt: list[int]) -> None:
         self.inner.reset(prompt)
@@ -93,24 +99,3 @@ class Wrapper(Drafter):
 
     def update(self, feedback: Feedback) -> None:
         self.inner.update(feedback)
-
-
-class OneHot(Wrapper):
-    """The inner drafter's guesses verified as point masses: its q is dropped, as in engines that pass no
-    draft probabilities. Still exact, for any drafter: a sampled target keeps guess x with probability
-    p(x) instead of min(1, p(x)/q(x)), and a rejection resamples p without x.
-
-    greedy=True (the default) also has the inner drafter draft its argmax (vLLM's default,
-    draft_sample_method="greedy"); greedy=False keeps its sampled guesses and only drops q."""
-
-    def __init__(self, inner, greedy: bool = True):
-        from specnotes.sampling import Sampler
-
-        super().__init__(inner)
-        if not isinstance(greedy, bool):
-            raise TypeError(f"greedy must be True or False, got {greedy!r}")
-        self.greedy, self._argmax = greedy, Sampler(do_sample=False)
-
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        draft = self.inner.propose(tokens, k, self._argmax if self.greedy else sampler)
-        return Draft(draft.tokens, None, draft.parents)

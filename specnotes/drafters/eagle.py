@@ -191,24 +191,25 @@ class EagleLite(Drafter):
             ids = torch.as_tensor(ids, device=device_of(self.model))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
 
-    def _pick(self, h, logits, sampler) -> tuple[int, bool, object]:
-        """The draft's guess (its top token, or a draw when sampled), whether it clears min_confidence,
-        and the distribution it was drawn from (None for the argmax)."""
+    def _pick(self, h, logits, sampler) -> tuple[object, bool, object]:
+        """The draft's guess as a (1,) tensor on the device (its top token, or a draw when sampled), whether
+        it clears min_confidence, and the distribution it was drawn from (None for the argmax). Only the
+        confidence gate reads a value on the host."""
         import torch
 
         scores = logits[0, -1] if self.subset is None else h[0, -1] @ self.subset[1].T
         q = None
-        if self.sampled and sampler is not None and sampler.do_sample:
+        if self.sampled and sampler.do_sample:
             full = scores.float()
             if self.subset is not None:  # tokens outside the scored ones get no mass
                 full = torch.full((self.model.body.lm_head.weight.shape[0],), float("-inf"),
                                   device=scores.device).index_copy(0, self.subset[0], scores.float())
             q = sampler.probs(full)
-            token = sampler.draw(q)
-            best = token if self.subset is None else int((self.subset[0] == token).nonzero()[0, 0])
+            token = sampler.pick(q)
+            best = token if self.subset is None else (self.subset[0] == token).int().argmax(-1, keepdim=True)
         else:
-            best = int(scores.argmax())
-            token = best if self.subset is None else int(self.subset[0][best])
+            best = scores.argmax(-1, keepdim=True)
+            token = best if self.subset is None else self.subset[0][best]
         sure = (self.min_confidence is None
                 or float(torch.softmax(scores.float(), -1)[best]) >= self.min_confidence)
         return token, sure, q
@@ -216,7 +217,7 @@ class EagleLite(Drafter):
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed, self.states = None, 0, None
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
         import torch
 
         if self.states is None:  # the first round: the prompt pass has not produced any states yet
@@ -232,14 +233,13 @@ class EagleLite(Drafter):
                                                with_logits=self.subset is None)
             self.fed += m
             token, sure, q = self._pick(h, logits, sampler)
-            drafted = [token] if sure and k > 0 else []
+            drafted = [token] if sure and k > 0 else []  # (1,) tensors, kept on the device
             qs = [q] if drafted else []
             feat = h[:, -1:]
             while sure and len(drafted) < min(self.k, k):
                 pos = torch.tensor([[self.fed + len(drafted) - 1]], device=device)
-                feat, logits, self.cache = self.model(feat, torch.tensor([[drafted[-1]]], device=device),
-                                                      self.cache, pos, use_cache=True,
-                                                      with_logits=self.subset is None)
+                feat, logits, self.cache = self.model(feat, drafted[-1][None], self.cache, pos,
+                                                      use_cache=True, with_logits=self.subset is None)
                 token, sure, q = self._pick(feat, logits, sampler)
                 if sure:
                     drafted.append(token)
@@ -247,7 +247,8 @@ class EagleLite(Drafter):
             extra = self.cache.get_seq_length() - self.fed
             if extra:
                 self.cache.crop(-extra)  # the drafted positions are guesses, not committed text
-        return Draft(drafted, torch.stack(qs) if qs and qs[0] is not None else None)
+            tokens_out = torch.cat(drafted).tolist() if drafted else []  # the draft's one host sync
+        return Draft(tokens_out, torch.stack(qs) if qs and qs[0] is not None else None)
 
     def update(self, feedback) -> None:
         self.states = feedback.states

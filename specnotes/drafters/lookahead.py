@@ -52,14 +52,14 @@ class Lookahead(Drafter):
             ctx = (*ctx[1:], nxt)
         return out
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        draft = self.chain(tokens, self.max_tokens)
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        draft = self.chain(tokens, min(self.max_tokens, k))
         if not draft:
             draft = self.guess[: self.window]
             if len(draft) < self.window and self.prompt:
                 fill = self.rng.choice(self.prompt, self.window - len(draft))
                 draft = [*draft, *map(int, fill)]
-        return Draft(draft)
+        return Draft(draft[:k])
 
     def update(self, feedback) -> None:
         # the pool: each (n-1)-gram of [context, last token, drafts] maps to the target's prediction after

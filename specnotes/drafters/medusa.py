@@ -152,6 +152,7 @@ class Medusa(Drafter):
     heads: "trained" (committed or cached; a quick set otherwise), or a MedusaHeads module."""
 
     needs = frozenset({"states"})  # the heads read the target's last hidden state
+    drafts_trees = True
 
     def __init__(self, target, heads="trained", widths=(3, 2, 2), n_heads: int = 3):
         from specnotes import checks, tree
@@ -175,7 +176,7 @@ class Medusa(Drafter):
     def reset(self, prompt: list[int]) -> None:
         self.state = None
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
         import torch
 
         from specnotes import tree
@@ -183,8 +184,9 @@ class Medusa(Drafter):
         if self.state is None:  # the first round: the prompt pass has not produced any states yet
             return Draft([])
         with torch.inference_mode():
-            logits = self.heads(self.state)  # (H, V)
-            candidates = [torch.topk(logits[h], w).indices.tolist() for h, w in enumerate(self.widths)]
+            logits = self.heads(self.state)[:len(self.widths)]  # (depth, V)
+            top = torch.topk(logits, max(self.widths), dim=-1).indices.tolist()  # one host sync
+            candidates = [row[:w] for row, w in zip(top, self.widths, strict=True)]
         t = tree.static_tree(candidates, self.choices).cut(k)  # k caps the depth
         return Draft(t.tokens, None, t.parents)
 

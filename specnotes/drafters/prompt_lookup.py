@@ -71,16 +71,15 @@ class PromptLookup(Drafter):
                 return size, seq[start:start + limit].tolist()
         return 0, []
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        # k is not ours to follow: a lookup costs nothing per drafted token, so the length policy is our own
-        # (the engine still cuts any draft to the tokens left before max_new_tokens)
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        # a lookup costs nothing per drafted token, so the length is our own policy below the cap k
         if not self.adaptive:
-            draft = self.lookup(tokens, self.num_tokens)
+            draft = self.lookup(tokens, min(self.num_tokens, k))
         else:
             size, draft = self.match(tokens, self.length)
             if size <= self.weak_ngram:
                 draft = draft[:self.min_tokens]
-        return Draft(draft)
+        return Draft(draft[:k])
 
     def update(self, feedback) -> None:
         if not self.adaptive or not feedback.drafted:

@@ -11,6 +11,8 @@ class RandomTree(Drafter):
     """Distinct random tokens in a fixed static-tree shape. Useless for speed, ideal for testing a sampling
     rule, since it produces rejections of every kind. Its depth is len(widths), cut to the engine's k."""
 
+    drafts_trees = True
+
     def __init__(self, vocab: int, widths=(3, 2, 1), seed: int = 0):
         from specnotes import checks
 

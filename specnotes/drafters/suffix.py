@@ -96,8 +96,8 @@ class Suffix(Drafter):
             node = child
         return out, score
 
-    def propose(self, tokens: list[int], k: int, sampler=None) -> Draft:
-        # like prompt lookup, the length is our own choice: these guesses cost nothing to make
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        # like prompt lookup, the length is our own choice below the cap k: these guesses cost nothing
         best: list[int] = []
         best_key = (0, 0.0)
         for trie in (self.local, self.history):
@@ -107,7 +107,7 @@ class Suffix(Drafter):
             draft, score = self._walk(m, node)
             if draft and (m, score) > best_key:
                 best, best_key = draft, (m, score)
-        return Draft(best)
+        return Draft(best[:k])
 
     def update(self, feedback) -> None:
         self.local.extend(feedback.tokens)
