@@ -8,9 +8,11 @@ position (sparse knowledge distillation), which carries more than the argmax alo
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import io
+import pydoc_data.topics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specnotes.paths import data_dir
+from specnotes import checks
+from specnotes.env import progress_bar
+from specnotes.paths import data_dir, write_atomic
+from specnotes.placement import device_of, dtype_of, host, to_model
+from specnotes.store import cache_dir, sha256_of
 
 DATA = data_dir() / "drafters"  # the committed self-distillation sets
 
@@ -58,8 +64,6 @@ def windows(seqs: list[np.ndarray], prompt_lengths, length: int = 128, answers_o
             pad_id: int = 0) -> Windows:
     """Cut sequences into fixed-length training windows. With answers_only, only positions whose next
     token the target generated count (the prompt was written by a person, not by the target)."""
-    from specnotes import checks
-
     length = checks.whole(length, "length", low=2, scalar=True)
     rows_in, rows_lab, rows_mask = [], [], []
     for seq, n_prompt in zip(seqs, prompt_lengths, strict=True):
@@ -86,11 +90,7 @@ def teacher_topk(target, inputs: np.ndarray, k: int = 8, batch: int = 8, progres
     (ids (N, L, k) int64, probs (N, L, k) float32, renormalized over the k)."""
     import torch
 
-    from specnotes.env import progress_bar
-
     tqdm = progress_bar()
-
-    from specnotes.placement import host, to_model
 
     ids, probs = [], []
     with torch.inference_mode():
@@ -121,11 +121,7 @@ def fp32_twin(target):
     """The target itself when it runs in fp32, else an fp32 copy on its device: drafters train in fp32
     (AdamW steps vanish in 16 bits) and are cast to the target's dtype afterwards, as committed weights
     are when loaded."""
-    import copy
-
     import torch
-
-    from specnotes.placement import dtype_of
 
     return target if dtype_of(target) == torch.float32 else copy.deepcopy(target).float()
 
@@ -148,11 +144,7 @@ def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: 
     when `seconds` run out (the schedule is set for `steps`, so a cut run ends at a higher rate)."""
     import torch
 
-    from specnotes.env import progress_bar
-
     tqdm = progress_bar()
-
-    from specnotes import checks
 
     n_windows = checks.whole(n_windows, "n_windows", scalar=True)
     steps = checks.whole(steps, "steps", scalar=True)
@@ -194,8 +186,6 @@ def fit(params, loss_fn: Callable[[np.ndarray], object], n_windows: int, steps: 
 def pydoc_windows(tokenizer, n_windows: int, length: int = 128) -> Windows:
     """Extra training text that every Python install carries (the pydoc topics), cut into windows. The
     target did not write it, so every position counts only through the teacher's top-k targets."""
-    import pydoc_data.topics
-
     text = "\n\n".join(pydoc_data.topics.topics[name] for name in sorted(pydoc_data.topics.topics))
     ids = np.asarray(tokenizer(text)["input_ids"], dtype=np.int64)
     n = min(n_windows, (len(ids) - 1) // length)
@@ -211,8 +201,6 @@ def concat(*parts: Windows) -> Windows:
 
 def self_windows(length: int = 128, limit: int | None = None, name: str = "train") -> Windows:
     """A self-distillation set as windows (the first `limit` of them for a quick run)."""
-    from specnotes import checks
-
     if limit is not None:
         limit = checks.whole(limit, "limit", scalar=True)
     win = windows(*sequences(name), length)
@@ -231,8 +219,6 @@ def fingerprint(model) -> str:
     in fp32 on 2 busy CPU cores, next to minutes of teacher pass, and a memo could miss an in-place edit."""
     import torch
 
-    from specnotes.placement import host
-
     h = hashlib.sha256()
     for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
         for name, tensor in named:
@@ -248,8 +234,6 @@ def fingerprint(model) -> str:
 
 def cache_file(kind: str, inputs: np.ndarray, key: str, suffix: str) -> Path:
     """cache_dir()/drafters/<kind>-<hash of the inputs and key><suffix>."""
-    from specnotes.store import cache_dir
-
     digest = hashlib.sha256(inputs.astype(np.int64).tobytes() + key.encode()).hexdigest()[:16]
     return cache_dir() / "drafters" / f"{kind}-{digest}{suffix}"
 
@@ -262,17 +246,12 @@ def stamp(path: Path) -> Path:
     """Write the sha256 of a finished cache file beside it, in sha256sum's format (`sha256sum -c` reads
     it too). Written after the file, so a run cut short leaves a file without one, which read_cached
     refuses."""
-    from specnotes.paths import write_atomic
-    from specnotes.store import sha256_of
-
     write_atomic(_checksum_path(path), f"{sha256_of(path)}  {path.name}\n")
     return path
 
 
 def write_cached(path: Path, data: bytes) -> Path:
     """Write a cache file atomically, then its checksum (stamp)."""
-    from specnotes.paths import write_atomic
-
     path.parent.mkdir(parents=True, exist_ok=True)
     return stamp(write_atomic(path, data))
 
@@ -281,8 +260,6 @@ def read_cached(path: Path, parse: Callable[[Path], object], redo: str = "recomp
     """parse(path) for a cache file whose checksum matches the one beside it; None when there is no file,
     and also, after one printed line naming it, when it is damaged: no checksum, another checksum (a
     flipped byte) or any error while parsing it (a truncated file). The caller then recomputes it."""
-    from specnotes.store import sha256_of
-
     if not path.exists():
         return None
     try:
@@ -337,6 +314,28 @@ def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = Tru
     return got["ids"].astype(np.int64, copy=False), got["probs"].astype(np.float32, copy=False)
 
 
+def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
+    """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
+    every window, cached on disk as teacher_targets are (cached_arrays). Medusa's heads and EagleLite
+    train on them."""
+    import torch
+
+    tqdm = progress_bar()
+
+    def compute():
+        out = []
+        with torch.inference_mode():
+            quiet = {} if progress else {"disable": True}
+            for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
+                batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
+                out.append(host(target.model(batch_ids).last_hidden_state.half()))
+        return {"hidden": torch.cat(out).numpy()}
+
+    shape = (*inputs.shape, target.config.hidden_size)
+    layout = {"hidden": (shape, np.float16)}
+    return cached_arrays("hidden", target, inputs, "hidden", layout, compute)["hidden"]
+
+
 def distill(student, target, steps: int, seconds: float | None = None, batch: int = 8,
             data: Windows | None = None, teacher_k: int = 8, lr: float = 1e-3,
             desc: str = "distilling", progress: bool = True) -> TrainLog:
@@ -344,8 +343,6 @@ def distill(student, target, steps: int, seconds: float | None = None, batch: in
     `data` (default: the self-distillation set). With teacher_k = 0 the loss uses the next token only,
     which needs no teacher pass. `student(input_ids).logits` must be (B, L, V)."""
     import torch
-
-    from specnotes.placement import device_of
 
     device = device_of(student)
     win = self_windows() if data is None else data

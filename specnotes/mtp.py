@@ -14,16 +14,19 @@ trains in seconds on a CPU.
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
+
+from specnotes import checks, models
+from specnotes.env import progress_bar
+from specnotes.training.eagle import new_model
 
 
 def toy_language(vocab: int = 32, branching: int = 3, seed: int = 0) -> np.ndarray:
     """(vocab, vocab, vocab) second-order transition table: after tokens (a, b) the next token is one of
     `branching` successors, with skewed probabilities."""
-    from specnotes import checks
-
     vocab = checks.whole(vocab, "vocab (the table holds vocab**3 floats)", low=4, high=256, scalar=True)
     branching = checks.whole(branching, "branching", scalar=True)
     seed = checks.whole(seed, "seed", low=0, scalar=True)
@@ -40,8 +43,6 @@ def toy_language(vocab: int = 32, branching: int = 3, seed: int = 0) -> np.ndarr
 
 def sample_language(table: np.ndarray, n: int, length: int, seed: int = 0) -> np.ndarray:
     """(n, length) sequences from the second-order table (vectorized over sequences)."""
-    from specnotes import checks
-
     n, length = checks.whole(n, "n", scalar=True), checks.whole(length, "length", low=2, scalar=True)
     seed = checks.whole(seed, "seed", low=0, scalar=True)
     table = np.asarray(table)
@@ -71,12 +72,7 @@ def train(lam: float = 0.3, steps: int = 300, seconds: float | None = None, voca
     """Train a tiny model and its depth-1 MTP module together on the toy language:
     loss = CE(next token) + λ · CE(token after next, from the MTP module). λ = 0 trains the main model
     alone (the module then learns nothing: its loss is reported but not optimized)."""
-    import time
-
     import torch
-
-    from specnotes import checks, models
-    from specnotes.drafters.eagle import new_model
 
     lam = checks.positive(lam, "lam", zero=True, scalar=True)
     steps = checks.whole(steps, "steps", scalar=True)
@@ -95,7 +91,6 @@ def train(lam: float = 0.3, steps: int = 300, seconds: float | None = None, voca
     rng = np.random.default_rng(seed)
     main_losses, mtp_losses = [], []
     start = time.perf_counter()
-    from specnotes.env import progress_bar
 
     tqdm = progress_bar()
 

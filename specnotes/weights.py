@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from safetensors import safe_open
+
 from specnotes import distill
-from specnotes.paths import data_dir
+from specnotes.paths import data_dir, write_atomic
+from specnotes.placement import host
+from specnotes.store import cache_dir
 
 DATA = data_dir() / "drafters"  # the committed weights
 COMMITTED_MODEL = "SmolLM2-135M"
@@ -52,14 +56,28 @@ def transfer(trained, fresh):
     return fresh
 
 
+def train_in_fp32(target, build: Callable, train: Callable, save_to: Path | None = None,
+                  meta: dict | None = None) -> tuple:
+    """(module, TrainLog): a module built around `target`, trained in fp32 and handed back in the target's
+    dtype, on its device, frozen. build(model) makes the module around a model; train(module, work) fits
+    the one built around `work` (an fp32 twin of the target, or the target itself when it is fp32) and
+    returns its TrainLog. The trained parameters are then copied into build(target), and with save_to
+    written there with `meta` and the log's summary."""
+    work = distill.fp32_twin(target)
+    module = build(work)
+    log = train(module, work)
+    if work is not target:
+        module = transfer(module, build(target))
+    if save_to is not None:
+        save(module, save_to, {**(meta or {}), **log.summary()}, target=target)
+    return freeze(module), log
+
+
 def save(module, path: Path, meta: dict | None = None, target=None) -> Path:
     """Write the parameters of `module` that require grad (fp16, safetensors), atomically. With `target`,
     the metadata also records what the weights were trained for (target_facts and its fingerprint), which
     the loaders compare before using them."""
     from safetensors.torch import save as serialize
-
-    from specnotes.placement import host
-    from specnotes.paths import write_atomic
 
     tensors = {n: host(p).half().contiguous() for n, p in module.named_parameters() if p.requires_grad}
     if target is not None:
@@ -90,7 +108,6 @@ def load(module, path: Path) -> dict:
     """Load tensors written by `save` into `module` (in its dtype); returns the metadata. Raises
     ValueError, naming the parameter, when the file does not fit the module (see misfit)."""
     import torch
-    from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
@@ -114,8 +131,6 @@ def _unreadable(path: Path, exc: Exception) -> RuntimeError:
 def _load_committed(module, target, what: str, path: Path) -> str | None:
     """Load a committed drafter into `module` when it was trained for a target of this one's sizes and
     its shapes fit; otherwise say why not (and load nothing). Unreadable: RuntimeError."""
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
@@ -152,8 +167,6 @@ def load_or_train(module, target, *, what: str, committed: str, cached: str, tra
     `what` names the weights in messages ("Medusa heads"). The self-distillation set is SmolLM2's token
     ids, meaningless to another tokenizer, so for a target with another vocabulary nothing is trained:
     ValueError, ending with `advice` (what to pass instead)."""
-    from specnotes.store import cache_dir
-
     path = DATA / committed
     if path.exists():
         note = _load_committed(module, target, what, path)

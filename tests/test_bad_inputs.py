@@ -57,9 +57,9 @@ from specnotes.drafters import (
     RandomTree,
     Suffix,
 )
-from specnotes.drafters.eagle import new_model
-from specnotes.drafters.early_exit import exit_model
-from specnotes.drafters.medusa import new_heads
+from specnotes.training.eagle import new_model
+from specnotes.training.early_exit import exit_model
+from specnotes.training.medusa import new_heads
 
 # --------------------------------------------------------------------------- the kinds of bad value
 

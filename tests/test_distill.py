@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from specnotes import distill, models
-from specnotes.drafters import medusa
 from specnotes.prompts import prompt_set
 from specnotes.surgery import student
 
@@ -26,7 +25,7 @@ def teacher(target, ids):
 
 
 def hidden(target, ids):
-    return medusa.hidden_states(target, ids, progress=False)
+    return distill.hidden_states(target, ids, progress=False)
 
 
 def test_the_fingerprint_follows_the_weights_not_the_size():

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from specnotes import models, weights
-from specnotes.drafters import EagleLite, EarlyExit, Medusa, early_exit, load_distilled_draft, medusa
-from specnotes.drafters.early_exit import exit_model
+from specnotes.drafters import EagleLite, EarlyExit, Medusa
+from specnotes.training import early_exit, medusa
+from specnotes.training.distilled import load_distilled_draft
+from specnotes.training.early_exit import exit_model
 
 VOCAB = 49152  # the committed self-distillation set's vocabulary (SmolLM2's tokenizer)
 

@@ -23,7 +23,7 @@ import sys
 import torch
 
 from specnotes import distill, models
-from specnotes.drafters import distilled, eagle, early_exit, medusa
+from specnotes.training import distilled, eagle, early_exit, medusa
 
 
 def main(argv=None) -> int:

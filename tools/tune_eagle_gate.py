@@ -14,8 +14,8 @@ import sys
 
 from specnotes import drafter_table, models
 from specnotes.drafters import EagleLite
-from specnotes.drafters.eagle import load_eagle
 from specnotes.prompts import prompt_set
+from specnotes.training.eagle import load_eagle
 
 SETTINGS = ((1, None), (1, 0.2), (1, 0.3), (1, 0.4), (2, 0.3), (3, 0.3))  # (k, min_confidence)
 

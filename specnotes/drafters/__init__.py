@@ -1,11 +1,11 @@
 """Drafters: where the guesses come from. One file per drafter, all behind the protocol in
 specnotes.drafters.base (Draft, Feedback, Drafter).
 
-The engine (specnotes.engine) calls them; notebooks 02, 06 and 07 compare them.
+The engine (specnotes.engine) calls them; notebooks 02, 06 and 07 compare them. The networks the
+learning drafters run, their training and their weights are in specnotes.training.
 """
 
 from specnotes.drafters.base import Draft, Drafter, Feedback, Wrapper
-from specnotes.drafters.distilled import load_distilled_draft
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.drafters.eagle import EagleLite
 from specnotes.drafters.early_exit import EarlyExit
@@ -17,4 +17,4 @@ from specnotes.drafters.random_tree import RandomTree
 from specnotes.drafters.suffix import Suffix
 
 __all__ = ["Draft", "Drafter", "DraftModel", "EagleLite", "EarlyExit", "Feedback", "Lookahead", "Medusa",
-           "OneHot", "PromptLookup", "RandomTree", "Suffix", "Wrapper", "load_distilled_draft"]
+           "OneHot", "PromptLookup", "RandomTree", "Suffix", "Wrapper"]

@@ -1,146 +1,17 @@
-"""EagleLite: an EAGLE-style feature drafter. One small decoder layer reads (the target's hidden state at
-position t, the embedding of token t+1), predicts the hidden state at t+1, and the target's own LM head
-turns that into a guess for token t+2; feeding its own prediction back drafts a chain. Notebook 06,
-part 2.
+"""EagleLite: an EAGLE-style feature drafter. Its one small layer (specnotes.training.eagle.EagleModel)
+reads (the target's hidden state at position t, the embedding of token t+1) and predicts the hidden state
+at t+1; the target's own LM head turns that into a guess for token t+2, and feeding its own prediction back
+drafts a chain. Notebook 06, part 2.
 
-Differences from EAGLE, for a CPU course: the features are the target's last hidden states after the
-final norm (EAGLE takes them before it), the layer starts as a copy of the target's last layer, and the
-draft is a chain (EAGLE-2 grows a dynamic tree), optionally cut short when the draft is unsure. Trained
-on the target's own greedy answers (both self-distillation sets) with the target frozen and its hidden
-states cached: a feature-regression loss plus a KD loss against the target's distribution, which the LM
-head gives from the cached next hidden state.
+Differences from EAGLE, for a CPU course: the draft is a chain (EAGLE-2 grows a dynamic tree), optionally
+cut short when the draft is unsure; the network's other differences, its training and its weights are in
+specnotes.training.eagle.
 """
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
-import numpy as np
-import torch
-
-from specnotes import distill, weights
 from specnotes.drafters.base import Draft, Drafter
-from specnotes.drafters.medusa import hidden_states
-from specnotes.surgery import student
-
-FILE = "eagle-lite.safetensors"
-VOCAB = 4096  # trained and drafted over the 4,096 tokens the target writes most often (98% of them)
-
-
-class EagleModel(torch.nn.Module):
-    """One decoder layer (a copy of the target's last) that reads [hidden state at t | embedding of token
-    t+1], projected back to the hidden size, and predicts the hidden state at t+1."""
-
-    def __init__(self, target):
-        super().__init__()
-        last = target.config.num_hidden_layers - 1
-        self.body = student(target, (last,))  # one decoder layer + a norm, embeddings and head shared
-        d = target.config.hidden_size
-        self.fc = torch.nn.Linear(2 * d, d, bias=False)
-        with torch.no_grad():  # start as "the feature itself": [I | 0]
-            self.fc.weight.zero_()
-            self.fc.weight[:, :d] = torch.eye(d)
-
-    def forward(self, features, tokens, cache=None, position_ids=None, use_cache=False, with_logits=True):
-        """features (B, T, d) at positions t, tokens (B, T) at t+1 -> (predicted features at t+1
-        (B, T, d), logits (B, T, V) for token t+2, cache)."""
-        from specnotes.passes import cache_kwarg, returned_cache
-
-        emb = self.body.model.embed_tokens(tokens)
-        x = self.fc(torch.cat([features.to(emb.dtype), emb], -1))
-        out = self.body.model(inputs_embeds=x, position_ids=position_ids, use_cache=use_cache,
-                              **{cache_kwarg(type(self.body.model)): cache})
-        h = out.last_hidden_state
-        logits = self.body.lm_head(h[:, -1:] if use_cache else h) if with_logits else None
-        return h, logits, returned_cache(out)
-
-
-def new_model(target) -> EagleModel:
-    """An untrained EagleLite around `target`, on its device and in its dtype."""
-    from specnotes.placement import follow
-
-    return follow(target, EagleModel(target))
-
-
-def committed_path() -> Path:
-    return weights.DATA / FILE
-
-
-def scored_tokens(target, vocab: int | None):
-    """The token ids EagleLite scores: the `vocab` the target writes most often, or None for all of them
-    (also when the target's vocabulary is too small to hold those ids, as in the tests' tiny models)."""
-    if vocab is None:
-        return None
-    ids = distill.frequent_tokens(int(vocab))
-    return None if ids.max() >= target.config.vocab_size or len(ids) >= target.config.vocab_size else ids
-
-
-def train_windows() -> list:
-    """EagleLite's training text: the self-distillation set and the larger free-form one, both the
-    target's own greedy answers."""
-    return [distill.self_windows(), distill.self_windows(name="more")]
-
-
-def train_eagle(target, steps: int = 600, seconds: float | None = None, data=None, vocab: int | None = VOCAB,
-                batch: int = 8, lr: float = 2e-3, feature_weight: float = 0.1, save_to: Path | None = None,
-                progress: bool = True):
-    """Fit EagleLite on windows of `data` (a Windows or a list of them; default train_windows()): from
-    (h_t, token_{t+1}) predict h_{t+1} (smooth L1) and the target's distribution of token t+2 (KD).
-
-    The teacher distribution needs no extra pass: it is the target's LM head applied to the cached hidden
-    state h_{t+1}. Both sides score the `vocab` tokens the drafter will score (None: all of them), which
-    also makes a step several times cheaper than a full-vocabulary head. Returns (model, TrainLog)."""
-    from specnotes.placement import device_of
-
-    # train in fp32 around an fp32 twin (a 16-bit target's shared embeddings and head stay untouched)
-    work = distill.fp32_twin(target)
-    device = device_of(work)
-    parts = train_windows() if data is None else ([data] if isinstance(data, distill.Windows) else list(data))
-    hidden = torch.cat([torch.as_tensor(hidden_states(work, w.inputs, progress=progress)) for w in parts])
-    hidden = hidden.to(device)
-    tokens = torch.as_tensor(np.concatenate([w.inputs for w in parts]), device=device)
-    mask = torch.as_tensor(np.concatenate([w.mask for w in parts]), device=device)
-    model = new_model(work)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    ids = scored_tokens(target, vocab)
-    head = model.body.lm_head.weight.detach().float()
-    head = head if ids is None else head[torch.as_tensor(ids, device=device)]
-
-    def loss_fn(idx):
-        idx = torch.as_tensor(idx, device=device)
-        pred, _, _ = model(hidden[idx, :-1].float(), tokens[idx, 1:], with_logits=False)
-        truth = hidden[idx, 1:].float()
-        # position t predicts feature t+1 and, through the head, token t+2
-        with torch.no_grad():
-            teacher = torch.softmax(truth @ head.T, -1)
-        per_pos = -(teacher * torch.log_softmax(pred @ head.T, -1)).sum(-1)
-        reg = torch.nn.functional.smooth_l1_loss(pred, truth, reduction="none").mean(-1)
-        valid = mask[idx, 1:].float()
-        return ((per_pos + feature_weight * reg) * valid).sum() / valid.sum().clamp_min(1)
-
-    model.train()
-    log = distill.fit(trainable, loss_fn, len(tokens), steps, seconds, batch=batch, lr=lr,
-                      desc="training EagleLite", progress=progress)
-    model.eval()
-    if work is not target:
-        model = weights.transfer(model, new_model(target))
-    if save_to is not None:
-        weights.save(model, save_to, {**log.summary(), "vocab": None if ids is None else len(ids),
-                                      "windows": len(tokens)}, target=target)
-    return weights.freeze(model), log
-
-
-def load_eagle(target, quick_seconds: float = 30.0, progress: bool = True):
-    """The trained EagleLite for `target`, frozen (weights.load_or_train): the committed one when it was
-    trained for a target of its sizes, else one cached for this target, else a quick one (30 s on the
-    first 64 windows of the small self-distillation set) trained and cached. A target with another
-    vocabulary than SmolLM2's gets a ValueError that says what to pass instead."""
-    return weights.load_or_train(
-        new_model(target), target, what="EagleLite weights", committed=FILE, cached="eagle-lite",
-        train=functools.partial(train_eagle, target), seconds=quick_seconds, progress=progress,
-        advice="pass model=train_eagle(target, data=...)[0] (specnotes.drafters.eagle) with "
-               "distill.windows of this target's own text, or model=new_model(target) for an untrained one")
+from specnotes.training.eagle import VOCAB, load_eagle, scored_tokens
 
 
 class EagleLite(Drafter):

@@ -22,7 +22,7 @@ PROBE = r"""
 import json
 import specnotes
 from specnotes import distill, paths, references, roofline
-from specnotes.drafters import distilled, eagle, early_exit, medusa
+from specnotes.training import distilled, eagle, early_exit, medusa
 from specnotes.prompts import prompt_set
 
 data = paths.data_dir()

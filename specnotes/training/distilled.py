@@ -1,9 +1,11 @@
-"""A small draft LM distilled from the target on CPU: a few of the target's own layers, retrained to
-predict the target's next token, with the target's embeddings and LM head (so its tokenizer too).
+"""The distilled draft LM: a few of the target's own layers (surgery.student), retrained on CPU to predict
+the target's next token, with the target's embeddings and LM head (so its tokenizer too); its training,
+loader and exporter.
 
-It is an ordinary transformers LlamaForCausalLM, so it also works as `assistant_model=` in transformers'
-generate. Notebook 06 trains and compares it; 07 times it. Weights trained in full mode are committed to
-data/drafters/ (tools/train_drafters.py regenerates them); without them a quick one is trained and cached.
+It is an ordinary transformers LlamaForCausalLM, so it drafts through specnotes.drafters.DraftModel and
+also works as `assistant_model=` in transformers' generate. Notebook 06 trains and compares it; 07 times
+it; 09 exports it for vLLM. Weights trained in full mode are committed to data/drafters/
+(tools/train_drafters.py regenerates them); without them a quick one is trained and cached.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from specnotes import distill, weights
+from specnotes import distill, models, store, weights
+from specnotes.placement import follow
 from specnotes.surgery import student
 
 FILE = "distilled-{layers}.safetensors"
@@ -30,15 +33,12 @@ def train_distilled_draft(target, layers=(0, 1), steps: int = 600, seconds: floa
                           progress: bool = True):
     """Distil a draft (surgery.student: copies of the target's `layers`) from `target` on `data` (see
     distill.distill), in fp32; returns (model on the target's device and in its dtype, frozen, TrainLog)."""
-    work = distill.fp32_twin(target)
-    model = student(work, tuple(layers))
-    log = distill.distill(model, work, steps, seconds, data=data, teacher_k=teacher_k, lr=lr,
-                          desc="distilling draft", progress=progress)
-    if work is not target:
-        model = weights.transfer(model, student(target, tuple(layers)))
-    if save_to is not None:
-        weights.save(model, save_to, {"layers": list(layers), **log.summary()}, target=target)
-    return weights.freeze(model), log
+    layers = tuple(layers)
+    return weights.train_in_fp32(
+        target, lambda model: student(model, layers),
+        lambda model, work: distill.distill(model, work, steps, seconds, data=data, teacher_k=teacher_k,
+                                            lr=lr, desc="distilling draft", progress=progress),
+        save_to, {"layers": list(layers)})
 
 
 def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0, progress: bool = True):
@@ -46,9 +46,6 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
     (weights.load_or_train): the committed weights when they were trained for a target of its sizes, else
     ones an earlier quick run cached for this target, else a quick one trained now (~20 s) and cached. A
     target with another vocabulary than SmolLM2's gets a ValueError that says what to do instead."""
-    from specnotes import models
-    from specnotes.placement import follow
-
     if target is None:
         target, _ = models.load()
     layers = tuple(layers)
@@ -58,7 +55,7 @@ def load_distilled_draft(target=None, layers=(0, 1), quick_seconds: float = 20.0
         train=functools.partial(train_distilled_draft, target, layers, teacher_k=0),
         seconds=quick_seconds, progress=progress,
         advice=f"train one with train_distilled_draft(target, {layers}, data=...)[0] "
-               "(specnotes.drafters.distilled) on distill.windows of this target's own text, or use "
+               "(specnotes.training.distilled) on distill.windows of this target's own text, or use "
                f"surgery.student(target, {layers}) untrained")
     return follow(target, model).eval()
 
@@ -68,8 +65,6 @@ def export_distilled_draft(dest=None, layers=(0, 1)) -> Path:
     for engines that load a draft model by path (vLLM's speculative_config {"method": "draft_model"}).
     Written once into the specnotes cache (store.write_store: atomic, with a manifest); later calls return
     the folder as it is."""
-    from specnotes import models, store
-
     dest = Path(dest) if dest is not None else store.cache_dir() / "models" / (
         f"smollm2-135m-{_name(layers).removesuffix('.safetensors')}")
     if (dest / "config.json").exists():
