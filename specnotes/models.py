@@ -12,7 +12,10 @@ import urllib.error
 import urllib.request
 from typing import NamedTuple
 
-from specnotes import offline, store
+from huggingface_hub import constants
+
+from specnotes import checks, offline, store
+from specnotes.env import default_device, default_dtype, torch_dtype
 from specnotes.store import DEFAULT
 
 
@@ -36,13 +39,9 @@ def load(name: str = DEFAULT, device: str | None = None, dtype=None):
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specnotes.env import default_device, default_dtype
-
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a model name string, got {name!r}")
     import torch
-
-    from specnotes.env import torch_dtype
 
     device = device or default_device()
     try:
@@ -91,8 +90,6 @@ def quiet_transformers():
 
 def _hub_url() -> str:
     """The hub that transformers would download from: huggingface_hub's own setting (HF_ENDPOINT)."""
-    from huggingface_hub import constants
-
     return constants.ENDPOINT
 
 
@@ -120,8 +117,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 def _offline_env() -> bool:
     """huggingface_hub's offline switch (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE, read as it reads them)."""
-    from huggingface_hub import constants
-
     return bool(constants.HF_HUB_OFFLINE)
 
 
@@ -162,8 +157,6 @@ def tiny_llama(seed: int = 0, vocab_size: int = 256, hidden_size: int = 64, laye
     """A random-weight LlamaForCausalLM from a config: no download, builds in milliseconds."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from specnotes import checks
 
     vocab_size, hidden_size, layers, heads, kv_heads, max_positions = (
         checks.whole(v, name, low=low, high=high, scalar=True) for v, name, low, high in (

@@ -15,12 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specnotes import checks, engine
+from specnotes.decode import plain_generate
+from specnotes.env import torch_dtype
+from specnotes.passes import forward_pass
+from specnotes.placement import device_of, dtype_of
+from specnotes.timing import first_difference
+
 
 def as_dtype(model, dtype):
     """A copy of the model in another dtype (the original is left alone)."""
-    from specnotes.env import torch_dtype
-    from specnotes.placement import dtype_of
-
     dtype = torch_dtype(dtype)
     return model if dtype_of(model) == dtype else copy.deepcopy(model).to(dtype)
 
@@ -39,10 +43,6 @@ def verify_vs_steps(model, input_ids, k: int = 4, dtype=None) -> PassComparison:
     """Feed the next k + 1 greedy tokens once as one verify pass and once one token per pass, both on
     top of the same prompt cache, and compare the logits position by position."""
     import torch
-
-    from specnotes import checks
-    from specnotes.placement import device_of
-    from specnotes.passes import forward_pass
 
     k = checks.whole(k, "k", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)
@@ -83,10 +83,6 @@ def first_divergence(model, input_ids, drafter, max_new_tokens: int = 64, k: int
                      name: str = "") -> Divergence:
     """Plain greedy against speculative greedy with `drafter` (a fresh drafter object) in one dtype
     (margins: see `divergence`)."""
-    from specnotes import checks, engine
-    from specnotes.decode import plain_generate
-    from specnotes.placement import device_of
-
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     checks.prompt_ids(input_ids, model.config.vocab_size)
     m = as_dtype(model, dtype) if dtype is not None else model
@@ -104,10 +100,6 @@ def divergence(model, input_ids, plain: list[int], other: list[int], name: str =
     The margins come from one forward pass over prompt + plain output (teacher forcing): the same
     logits up to the rounding this module is about, which is fine for telling a near-tie from a gap."""
     import torch
-
-    from specnotes.placement import device_of
-    from specnotes.passes import forward_pass
-    from specnotes.timing import first_difference
 
     ids = input_ids.to(device_of(model))
     plain, other = [int(t) for t in plain], [int(t) for t in other]

@@ -5,6 +5,8 @@ Every module, tool and test asks `data_dir()`, so a clone, an editable install a
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -28,9 +30,6 @@ def write_atomic(path, data: str | bytes) -> Path:
     """Write text or bytes to `path` so a reader sees the old file or the new one, never half of one:
     into a temporary sibling first, flushed to disk, then renamed over the target (os.replace is atomic
     on every OS). The temporary file is removed if anything fails."""
-    import os
-    import uuid
-
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:

@@ -5,13 +5,15 @@ readout (08). Pure: arguments in, a string out. The figures beside them are in s
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
+
+from specnotes import checks, roofline, serving
 
 
 def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
     """The calculator's answer for one choice of model size, dtype, GPU and draft length (pure)."""
-    from specnotes import checks, roofline
-
     k = checks.whole(k, "k", scalar=True)
     m = roofline.machine(gpu)
     weights = roofline.model_bytes(n_params, dtype)
@@ -44,8 +46,6 @@ def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
     """HTML of an engine trace: each round's accepted drafts (blue), rejected drafts (orange, struck out),
     and the target's own token (purple if it corrected a draft, yellow if it was the free bonus after a
     fully accepted draft, grey if nothing was drafted and the round was a plain decode step)."""
-    import html
-
     def span(token, kind, title):
         text = html.escape(tokenizer.decode([token])).replace("\n", "↵")
         style = f"background:{TRACE_COLOURS[kind]};color:{TRACE_TEXT};border-radius:3px;padding:0 1px;"
@@ -69,8 +69,6 @@ def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
 
 def serving_readout(alpha: float, k: int, c: float, n_params: float, dtype: str, gpu, context: int) -> str:
     """One line for the serving explorer: B = 1 speedup, the crossover batch, the memory limit."""
-    from specnotes import serving
-
     at1 = float(serving.speedup(1, alpha, k, c, n_params, dtype, gpu, context))
     cross = serving.crossover_batch(alpha, k, c, n_params, dtype, gpu, context)
     fits = serving.simulate(np.arange(1, 4097), alpha, k, c, n_params, dtype, gpu, context).fits

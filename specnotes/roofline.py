@@ -12,7 +12,9 @@ from functools import cache
 import numpy as np
 
 from specnotes import checks
+from specnotes.env import default_device, default_dtype, quick_mode, torch_dtype
 from specnotes.paths import data_dir
+from specnotes.timing import time_call, time_forward
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
 _ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
@@ -164,8 +166,6 @@ def shape_of(model) -> Shape:
 
 
 def _device_default(device):
-    from specnotes.env import default_device
-
     return device or default_device()
 
 
@@ -175,8 +175,6 @@ def measure_bandwidth(device=None, megabytes: int = 256, repeats: int = 5,
     pattern of a batch-1 decode step. Median of `repeats` after a warm-up. (A plain buffer copy
     understates it on many CPUs; one giant matrix can too.)"""
     import torch
-
-    from specnotes.timing import time_call
 
     megabytes, repeats = checks.whole(megabytes, "megabytes", scalar=True), checks.whole(repeats, "repeats",
                                                                                           scalar=True)
@@ -200,12 +198,8 @@ def measure_matmul_flops(device=None, n: int = 1024, dtype=None, repeats: int = 
     """Dense matmul throughput in FLOP/s (2 n^3 per n x n product); median after a warm-up."""
     import torch
 
-    from specnotes.env import default_dtype
-    from specnotes.timing import time_call
-
     n, repeats = checks.whole(n, "n", scalar=True), checks.whole(repeats, "repeats", scalar=True)
     device = _device_default(device)
-    from specnotes.env import torch_dtype
 
     dtype = torch_dtype(dtype) if dtype is not None else default_dtype(device)
     gen = torch.Generator().manual_seed(0)
@@ -219,8 +213,6 @@ def measure_matmul_flops(device=None, n: int = 1024, dtype=None, repeats: int = 
 def this_machine(device=None) -> Machine:
     """The 'this machine' row: measured weight-streaming bandwidth and matmul FLOP/s (quick mode
     measures less). Measured once per process; noisy neighbours on the machine lower both."""
-    from specnotes.env import default_device, default_dtype, quick_mode
-
     device = device or default_device()
     quick = quick_mode()
     bw = measure_bandwidth(device, megabytes=128 if quick else 512, repeats=3 if quick else 7)
@@ -235,8 +227,6 @@ def tokens_curve(model, tokens=(1, 2, 4, 8, 16, 32, 64), context: int = 256, rep
     for each T, and the roofline estimate for the same pass on `gpu` (default: this machine, whose
     rates are measured, so the estimate is not a hard lower bound).
     Returns (tokens, measured (len,), predicted (len,))."""
-    from specnotes.timing import time_forward
-
     tokens = np.atleast_1d(checks.whole(tokens, "tokens"))
     context, repeats = checks.whole(context, "context", low=0), checks.whole(repeats, "repeats")
     m = machine(gpu) if gpu is not None else this_machine()

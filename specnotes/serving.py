@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from specnotes import checks, roofline, theory
+from specnotes.timing import Pass, cache_of, pass_times, random_ids
 
 
 def default_shape(n_params: float) -> roofline.Shape:
@@ -156,8 +157,6 @@ def measure_grid(model, batches=(1, 2, 4, 8, 16, 32), tokens=(1, 2, 4, 8), conte
     cached positions each, then `tokens` new ones. timing.pass_times times the cells interleaved, repeat
     by repeat, so a slow moment of a shared machine spreads over all of them instead of bending one."""
     import torch
-
-    from specnotes.timing import Pass, cache_of, pass_times, random_ids
 
     batches = [int(b) for b in np.atleast_1d(checks.whole(batches, "batches"))]
     tokens = [int(t) for t in np.atleast_1d(checks.whole(tokens, "tokens"))]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes.drafters import PromptLookup
 from specnotes.exercises import Exercise, register
 
 
 def _lookup_reference(tokens, max_ngram, limit):
     """The package's own lookup: the exercise is to write PromptLookup.lookup."""
-    from specnotes.drafters import PromptLookup
-
     drafter = PromptLookup(max_ngram=max_ngram, num_tokens=limit, max_tokens=max(limit, 32), adaptive=False,
                            min_tokens=1)
     return drafter.lookup(list(tokens), limit)

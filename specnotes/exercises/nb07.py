@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes.exercises import Exercise, register
+from specnotes.theory import predicted_speedup
 
 
 def _predict_cases(fn):
-    from specnotes.theory import predicted_speedup
-
     rng = np.random.default_rng(7)
     fixed = [
         ([0.8, 0.8, 0.8], [3, 3, 3], [0, 1, 1, 1, 1], 0.0, "a verify pass as cheap as one step, free drafts"),

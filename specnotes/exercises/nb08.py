@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes import theory
 from specnotes.exercises import Exercise, register
 
 
 def _serving_cases(fn):
-    from specnotes import theory
-
     def want(step, verify, alpha, k, c):
         return float(theory.speedup(alpha, k, c, verify / step))
 
