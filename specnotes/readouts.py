@@ -1,6 +1,7 @@
 """The text the notebooks print or display, computed from the package's models: the roofline
 calculator's readout (notebook 01), an engine trace as coloured HTML (02, 06) and the serving explorer's
-readout (08). Pure: arguments in, a string out. The figures beside them are in specnotes.viz_speed.
+readout (08). Pure: arguments in, a string out. The figures beside them are in
+specnotes.viz_roofline and specnotes.viz_serving.
 """
 
 from __future__ import annotations
