@@ -101,9 +101,9 @@ def test_notebooks_do_use_the_package():
 
 def test_drift_check_catches_a_renamed_function(tmp_path):
     cells = [
-        {"cell_type": "code", "source": ["!pip install -q x\n", "from specnotes import viz_speed, theory\n",
+        {"cell_type": "code", "source": ["!pip install -q x\n", "from specnotes import viz_cache, theory\n",
                                          "import specnotes.drafters as d\n"]},
-        {"cell_type": "code", "source": ["viz_speed.plot_speedup_old(1)\n", "theory.speedup(0.8, 4, 0.1)\n",
+        {"cell_type": "code", "source": ["viz_cache.plot_speedup_old(1)\n", "theory.speedup(0.8, 4, 0.1)\n",
                                          "d.NoSuchDrafter()\n", "d.PromptLookup().propose\n"]},
         {"cell_type": "markdown", "source": ["Call `specnotes.models.load_everything()` or "
                                              "`specnotes.exercises.check`."]},
@@ -112,4 +112,4 @@ def test_drift_check_catches_a_renamed_function(tmp_path):
     nb = tmp_path / "99_planted.ipynb"
     nb.write_text(json.dumps({"cells": cells}))
     assert missing_in(nb) == ["specnotes.drafters.NoSuchDrafter", "specnotes.models.load_everything",
-                              "specnotes.nosuchmodule", "specnotes.viz_speed.plot_speedup_old"]
+                              "specnotes.nosuchmodule", "specnotes.viz_cache.plot_speedup_old"]
