@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specnotes import checks, passes, verify
+from specnotes import checks, metrics, verify
 from specnotes.drafters.base import Draft, Drafter, Feedback
 from specnotes.placement import device_of
 from specnotes.sampling import Sampler
@@ -66,28 +66,26 @@ class Result:
     def accepted_counts(self) -> np.ndarray:
         return np.array([r.accepted for r in self.trace], dtype=int)
 
+    def acceptance(self) -> metrics.Acceptance:
+        """This generation's acceptance record (specnotes.metrics): alpha, acceptance length, tokens per
+        pass and acceptance by draft position are all computed there, once."""
+        return metrics.Acceptance.from_trace(self.trace, len(self.tokens))
+
     @property
     def position_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(judged, kept), each (max drafted,): rounds whose scan reached draft position i, and of those
         the rounds that accepted it."""
-        width = int(self.drafted_counts.max(initial=0))
-        judged, kept = np.zeros(width, dtype=int), np.zeros(width, dtype=int)
-        for r in self.trace:
-            judged[:r.judged] += 1
-            kept[:r.accepted] += 1
-        return judged, kept
+        return self.acceptance().position_counts
 
     @property
     def per_position_acceptance(self) -> np.ndarray:
         """(max drafted,) acceptance at draft position i among rounds whose scan reached it."""
-        judged, kept = self.position_counts
-        return kept / np.maximum(judged, 1)
+        return self.acceptance().per_position_acceptance
 
     @property
     def alpha(self) -> float:
         """Accepted drafts over drafts judged (the scan stops at the first rejection)."""
-        judged = sum(r.judged for r in self.trace)
-        return float(self.accepted_counts.sum() / judged) if judged else float("nan")
+        return self.acceptance().alpha
 
     @property
     def arrival_times(self) -> np.ndarray:
@@ -99,7 +97,7 @@ class Result:
     @property
     def tokens_per_call(self) -> float:
         """New tokens per target pass (every pass verifies; the first one also reads the prompt)."""
-        return len(self.tokens) / max(len(self.trace), 1)
+        return self.acceptance().tokens_per_pass
 
 
 @dataclass
@@ -216,23 +214,23 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
         # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the tokens left
         drafted, q, tree = _checked(draft, drafter, target.config.vocab_size, state.sampler.do_sample, room)
         # 3. verify: ONE target pass over [last token, drafts or tree nodes] (round 1: the prompt first)
-        start_len = passes.cache_length(state.cache) + n_prompt
+        start_len = (0 if state.cache is None else state.cache.get_seq_length()) + n_prompt
         ids = [*state.uncached, seq[-1], *drafted]
-        logits, hidden, state.cache = passes.verify_pass(target, state.cache, ids, tree, n_prompt,
+        logits, hidden, state.cache = verify.verify_pass(target, state.cache, ids, tree, n_prompt,
                                                          hidden="states" in drafter.needs)
         state.uncached = []
         # 4. accept: the rule keeps a prefix (a tree: a branch) and picks the target's own next token
         path, nxt = state.verifier.judge(logits, drafted, q, tree, state.sampler)
         # 5. keep the accepted keys and values: the root and the accepted nodes (a chain: a crop)
-        passes.compact(state.cache, start_len, [0, *(i + 1 for i in path)])
+        verify.compact(state.cache, start_len, [0, *(i + 1 for i in path)])
         judged = drafted if tree is None else [tree.tokens[i] for i in tree.line(path)]
         accepted, emitted = len(path), [*judged[:len(path)], nxt]
         # 6. stop at EOS: an accepted draft that is an EOS ends the generation, nothing after it counts
         cut = next((i for i, t in enumerate(emitted) if t in state.eos), None)
         if cut is not None:
             state.stopped_on_eos = True
-            if cut < accepted:
-                passes.crop(state.cache, accepted - cut)
+            if cut < accepted:  # keep the root and the drafts up to the EOS
+                verify.compact(state.cache, start_len, list(range(cut + 1)))
                 emitted, judged, accepted, nxt = emitted[:cut + 1], judged[:cut + 1], cut + 1, None
         seq += emitted
         # 7. tell the drafter what the pass taught (predictions and states only when it asks)

@@ -2,11 +2,11 @@
 toy (03, 04, 05) and the bug zoo's variants build on.
 
 The rule has exactly two other spellings, each for a reason: its torch twin for one round on a real model
-(specnotes.sampling.accept_sampled and residual, what the engine runs), and its form for a tree of
-point-mass candidates (specnotes.tree.walk_sampling). The calibrated tests check all three.
+(specnotes.verify.TokenWise.chain, what the engine runs), and its form for a tree of point-mass candidates
+(TokenWise.tree). The calibrated tests check all three.
 
 verify_block is block verification (Sun et al., ICLR 2025), the exact rule that judges the drafted block
-jointly; its torch twin is specnotes.sampling.accept_block, and specnotes.block enumerates it exactly.
+jointly; its torch twin is specnotes.verify.Block, and specnotes.block enumerates it exactly.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def default_choices(widths=(3, 2, 2, 1)) -> list[tuple[int, ...]]:
 
 def mask(cache_len: int, n_uncached: int, tree: Tree, device, dtype):
     """Position ids (1, q) and the additive attention mask (1, 1, q, cache_len + q) of a tree pass whose
-    input is [uncached prompt tokens, root, nodes] (specnotes.passes.tree_pass runs it)."""
+    input is [uncached prompt tokens, root, nodes] (specnotes.verify.verify_pass runs it)."""
     import torch
 
     q = n_uncached + 1 + len(tree)

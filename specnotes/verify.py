@@ -1,4 +1,5 @@
-"""Verification in one home: the rules that decide which drafted tokens the target keeps, in torch.
+"""Verification in one home: a round's one target pass (verify_pass), the rules that decide which drafted
+tokens the target keeps, in torch, and keeping only their keys and values (compact).
 
 A rule is a Verifier with one method per draft shape: chain(logits, drafted, q, sampler) -> (n kept, next
 token) and tree(tree, logits, sampler) -> (kept nodes from the root down, next token). Each says which
@@ -17,7 +18,35 @@ from typing import ClassVar
 import numpy as np
 
 from specnotes import lossy, sampling
+from specnotes import tree as trees
+from specnotes.passes import accepts_logits_to_keep, cache_kwarg, cache_length, crop, returned_cache
+from specnotes.placement import device_of, dtype_of
 from specnotes.tree import Tree, chain
+
+
+def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_uncached: int = 0,
+                hidden: bool = False):
+    """A round's ONE target pass: `tokens` = [uncached prompt tokens, last committed token, drafts (chain)
+    or tree nodes] on top of the cache, which holds every earlier token. Returns (logits (len(tokens) -
+    n_uncached, V) after the last token and after each draft/node, hidden states (len(tokens), d) after the
+    final norm or None, the cache now holding them all).
+
+    A chain is an ordinary causal pass; only a real tree gets the tree attention mask and depth positions
+    (specnotes.tree.mask), so each node sees the cache, the prompt, the root and its own ancestors. The first
+    round also carries the prompt (n_uncached: every prompt token but the last), so the prompt pass verifies
+    the first draft too, as transformers' assisted generation does."""
+    import torch
+
+    ids = torch.tensor([tokens], device=device_of(target))
+    kwargs = {cache_kwarg(type(target)): cache, "use_cache": True}
+    if tree is not None:
+        positions, mask = trees.mask(cache_length(cache), n_uncached, tree, ids.device, dtype_of(target))
+        kwargs.update(attention_mask=mask, position_ids=positions)
+    if accepts_logits_to_keep(type(target)):
+        kwargs["logits_to_keep"] = len(tokens) - n_uncached
+    out = target(ids, output_hidden_states=hidden, **kwargs)
+    logits = out.logits[0, n_uncached - len(tokens):]
+    return logits, (out.hidden_states[-1][0] if hidden else None), returned_cache(out)
 
 
 class Verifier:
@@ -223,3 +252,20 @@ def choose(rule, do_sample: bool) -> Verifier:
         raise ValueError(f"rule={rule!r} is a lossy sampling rule (greedy verification is already exact); "
                          "pass do_sample=True, or leave rule='exact'")
     return verifier if do_sample else Greedy()
+
+
+def compact(cache, start: int, keep: list[int]) -> None:
+    """Keep the first `start` cached positions and then only the listed positions after them (offsets from
+    `start`, increasing): the accepted branch of a tree pass, without the other branches. The kept rows are
+    moved down into place and the rest cropped; nothing else in the cache is copied. When `keep` is a prefix
+    (a chain's accepted drafts) this is an ordinary crop."""
+    moved = [(start + i, start + k) for i, k in enumerate(keep) if k != i]
+    if moved:
+        import torch
+
+        dst, src = (torch.tensor(side) for side in zip(*moved, strict=True))
+        for layer in cache.layers:
+            for name in ("keys", "values"):
+                rows = getattr(layer, name)
+                rows[..., dst.to(rows.device), :] = rows[..., src.to(rows.device), :]
+    crop(cache, cache.get_seq_length() - start - len(keep))

@@ -22,7 +22,19 @@ import re
 import pytest
 import torch
 
-from specnotes import distill, drafter_table, engine, env, live, models, numerics, passes, placement, serving
+from specnotes import (
+    distill,
+    drafter_table,
+    engine,
+    env,
+    live,
+    models,
+    numerics,
+    passes,
+    placement,
+    serving,
+    verify,
+)
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
 from specnotes.drafters.eagle import new_model
@@ -208,7 +220,7 @@ def test_ids_left_on_the_cpu_are_caught_a_planted_bug(tokenizer, monkeypatch):
     with virtual_device():
         target = target.to(VIRTUAL)
         assert engine.generate(target, PromptLookup(), ids, 8).tokens  # the real one runs
-        monkeypatch.setattr(passes, "verify_pass", planted_verify_pass)
+        monkeypatch.setattr(verify, "verify_pass", planted_verify_pass)
         with pytest.raises(RuntimeError, match="same device"):
             engine.generate(target, PromptLookup(), ids, 8)
 

@@ -1,17 +1,18 @@
-"""Target passes and cache edits (specnotes.passes): a tree pass equals chain passes along every branch, and
-after crop or compaction the KV cache equals a fresh prefill of the accepted tokens."""
+"""Target passes and cache edits (specnotes.passes, and specnotes.verify's verify_pass and compact): a tree
+pass equals chain passes along every branch, and after crop or compaction the KV cache equals a fresh
+prefill of the accepted tokens."""
 
 import numpy as np
 import torch
 
-from specnotes import models, passes, tree
+from specnotes import models, passes, tree, verify
 
 
 def test_one_tree_pass_equals_a_chain_pass_along_every_branch(tiny):
     prompt = tiny.prompt[0].tolist()
     t = tree.static_tree([[5, 9, 14], [2, 7], [11]], tree.default_choices((3, 2, 1)))
     _, cache = passes.forward_pass(tiny.target, torch.tensor([prompt[:-1]]))
-    logits, _, _ = passes.verify_pass(tiny.target, cache, [prompt[-1], *t.tokens], t)
+    logits, _, _ = verify.verify_pass(tiny.target, cache, [prompt[-1], *t.tokens], t)
     for node in range(len(t)):
         branch = [t.tokens[i] for i in t.path_to(node)]
         with torch.no_grad():
@@ -33,9 +34,9 @@ def test_compaction_leaves_the_cache_of_the_accepted_branch(tiny):
     t = tree.static_tree([[5, 9, 14], [2, 7], [11]], tree.default_choices((3, 2, 1)))
     _, cache = passes.forward_pass(tiny.target, torch.tensor([prompt[:-1]]))
     start = cache.get_seq_length()
-    passes.verify_pass(tiny.target, cache, [prompt[-1], *t.tokens], t)
+    verify.verify_pass(tiny.target, cache, [prompt[-1], *t.tokens], t)
     branch = t.path_to(5)  # 5 -> 2 -> 11
-    passes.compact(cache, start, [0] + [i + 1 for i in branch])
+    verify.compact(cache, start, [0] + [i + 1 for i in branch])
     _, fresh = passes.forward_pass(tiny.target, torch.tensor([prompt + [t.tokens[i] for i in branch]]))
     assert_same_cache(cache, fresh)
 
@@ -52,8 +53,8 @@ def test_a_chain_rollback_leaves_the_cache_equal_to_a_fresh_prefill():
         with torch.no_grad():
             _, cache = passes.forward_pass(target, torch.tensor([prompt[:-1]]))
             start = cache.get_seq_length()
-            _, _, cache = passes.verify_pass(target, cache, [prompt[-1], *drafted])
-            passes.compact(cache, start, list(range(n + 1)))  # the root and n accepted drafts
+            _, _, cache = verify.verify_pass(target, cache, [prompt[-1], *drafted])
+            verify.compact(cache, start, list(range(n + 1)))  # the root and n accepted drafts
             _, fresh = passes.forward_pass(target, torch.tensor([prompt + drafted[:n]]))
         assert cache.get_seq_length() == len(prompt) + n
         assert_same_cache(cache, fresh)
