@@ -253,3 +253,40 @@ def _temperature(value) -> float:
         raise ValueError(f"temperature {t:g} is above {high:g}: float32 logits divided by it all round to "
                          "0. Sample from a uniform distribution directly, or use a smaller temperature")
     return t
+
+
+# --------------------------------------------------------------------------- timed runs' settings
+
+
+def fits(model, positions: int, what: str) -> None:
+    """A ValueError when `positions` is more than the model was built for (a huge context or width
+    would otherwise allocate until the machine runs out of memory)."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and positions > limit:
+        raise ValueError(f"{what} is {positions} positions, more than the model's {limit} "
+                         "(config.max_position_embeddings): use a smaller setting")
+
+
+def samplings(samplings) -> tuple[str, ...]:
+    """samplings as a tuple of 'greedy' and/or 'sample'. A bare string is refused: iterated letter by
+    letter it would ask for the sampling 'g', so ('greedy',) was meant."""
+    if isinstance(samplings, str) or not isinstance(samplings, (tuple, list)):
+        raise TypeError(f"samplings must be a tuple such as ('greedy',) or ('greedy', 'sample'), "
+                        f"got {samplings!r}")
+    if not samplings:
+        raise ValueError("samplings is empty: give ('greedy',), ('sample',) or both")
+    for s in samplings:
+        if s not in ("greedy", "sample"):
+            raise ValueError(f"sampling must be 'greedy' or 'sample', got {s!r}")
+    return tuple(samplings)
+
+
+def prompt_tensor(ids, name: str, model) -> None:
+    """A TypeError or ValueError naming `name` unless ids is a (1, T) tensor of the model's token ids,
+    T >= 1 (what decode.prompt_ids returns)."""
+    if not hasattr(ids, "detach"):
+        raise TypeError(f"{name} must be a (1, T) tensor of token ids (decode.prompt_ids makes one), "
+                        f"got a {type(ids).__name__}")
+    if ids.ndim != 2 or ids.shape[0] != 1:
+        raise ValueError(f"{name} must hold one prompt, shape (1, T); got shape {tuple(ids.shape)}")
+    token_ids(ids[0], name, model.config.vocab_size)

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specnotes import checks
+from specnotes.passes import forward_pass
+from specnotes.placement import device_of
+from specnotes.sampling import Sampler
+from specnotes.timing import sync
+
 
 @dataclass
 class PlainResult:
@@ -64,43 +70,32 @@ class TextStream:
 def plain_generate(model, input_ids, max_new_tokens: int, do_sample: bool = False,
                    temperature: float = 1.0, seed: int | None = None,
                    eos_token_id: int | None = None,
-                   on_token: Callable[[int], None] | None = None) -> PlainResult:
+                   on_token: Callable[[int], None] | None = None, top_k: int | None = None,
+                   top_p: float | None = None) -> PlainResult:
     """Greedy or sampled decoding with a KV cache; input_ids is (1, T), on any device (they go to the
-    model's). Returns new tokens and timings."""
+    model's). Returns new tokens and timings. The engine's twin: the same Sampler (temperature, top-k,
+    top-p, seed) and, in the prompt pass, logits of the last position only, as the engine's first round."""
     import torch
-
-    from specnotes import checks
-    from specnotes.placement import device_of
-    from specnotes.passes import forward_pass
-    from specnotes.timing import sync
 
     checks.prompt_ids(input_ids, model.config.vocab_size)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
-    checks.sampling(do_sample, temperature, None, None, seed)
     eos = checks.stop_tokens(eos_token_id, model.config.vocab_size)  # None: no stop token here
     if on_token is not None and not callable(on_token):
         raise TypeError(f"on_token must be a function of one token id (or None), got {on_token!r}")
     device = device_of(model)  # the model's device decides, not the ids': timers sync this one
     input_ids = input_ids.to(device)
-    gen = None
-    if do_sample:
-        gen = torch.Generator(device=device)
-        if seed is None:
-            gen.seed()  # fresh entropy for this generator only; the global RNG is left alone
-        else:
-            gen.manual_seed(seed)
+    # the engine's own Sampler, seeded as the engine seeds it: the same seed draws the same tokens as
+    # engine.generate with a drafter that drafts nothing
+    sampler = Sampler(do_sample, temperature, top_k, top_p, seed, device=device)
 
-    def pick(logits):
-        if not do_sample:
-            return int(logits.argmax(-1))
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=gen))
+    def pick(logits):  # greedy reads the argmax straight off the logits, as the engine's greedy rule does
+        return sampler.draw(sampler.probs(logits)) if do_sample else int(logits.argmax(-1))
 
     tokens, steps = [], []
     stopped = False
     with torch.inference_mode():
         t0 = time.perf_counter()
-        logits, cache = forward_pass(model, input_ids)
+        logits, cache = forward_pass(model, input_ids, keep=1)  # the LM head on the last position only
         token = pick(logits[0, -1])
         sync(device)
         prefill = time.perf_counter() - t0

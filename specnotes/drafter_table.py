@@ -12,16 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-import numpy as np
-
+from specnotes import checks, engine, live_summary, timing
+from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters.base import Drafter, Wrapper
+from specnotes.drafters.registry import Entry, Parts
+from specnotes.env import progress_bar
+from specnotes.metrics import Acceptance
+from specnotes.placement import device_of
 from specnotes.prompts import FREE_FORM, KINDS
-
-MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
-EAGLE_K = 1  # one guess per round (scored over the tokens the committed draft was trained on: eagle.VOCAB)
-EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >= 0.3. Chosen with
-# tools/tune_eagle_gate.py on the validation prompts: gates from none to 0.4 ran at the same speed there
-# (1.25-1.28x), and 0.3 lifts α from 0.49 to 0.67 for 0.1 fewer tokens per pass.
 
 
 class TimedDrafter(Wrapper):
@@ -55,11 +53,7 @@ class Run:
     plain_seconds: float
     draft_seconds: float
     target_calls: int
-    drafted: int
-    accepted: int
-    judged: int
-    judged_at: list[int] = field(default_factory=list)  # rounds whose scan reached draft position i
-    kept_at: list[int] = field(default_factory=list)  # ... and accepted it
+    acceptance: Acceptance  # the run's acceptance record (metrics.Acceptance.from_result)
     identical: bool | None = None  # greedy only: same tokens as plain greedy
 
 
@@ -80,76 +74,42 @@ class Row:
     drafted: int = 0  # draft tokens proposed over those rounds (a drafter may propose none in a round)
 
 
-def default_drafters(target) -> dict[str, Callable[[], object]]:
-    """Name -> factory for the whole family, each built from at most the target model."""
-    from specnotes.drafters import (
-        DraftModel,
-        EagleLite,
-        EarlyExit,
-        Lookahead,
-        Medusa,
-        PromptLookup,
-        Suffix,
-        load_distilled_draft,
-    )
-    from specnotes.drafters.eagle import load_eagle
-    from specnotes.drafters.medusa import load_medusa_heads
-
-    distilled = load_distilled_draft(target)
-    heads, eagle = load_medusa_heads(target), load_eagle(target)
-    return {
-        "prompt-lookup": PromptLookup,
-        "suffix": Suffix,
-        "lookahead": Lookahead,
-        "early-exit": lambda: EarlyExit(target),
-        "early-exit+adapter": lambda: EarlyExit(target, adapter="trained"),
-        "distilled-draft": lambda: DraftModel(distilled),
-        "medusa": lambda: Medusa(target, heads=heads, widths=MEDUSA_WIDTHS),
-        "eagle-lite": lambda: EagleLite(target, model=eagle, k=EAGLE_K),
-        "eagle-lite+gate": lambda: EagleLite(target, model=eagle, k=EAGLE_K,
-                                             min_confidence=EAGLE_GATE),
-    }
-
-
 PLAIN = "plain"  # the table's baseline mode: plain decoding, which every drafter is measured against
 
 
-def engine_mode(target, make: Callable[[], Drafter], max_new_tokens: int, k: int, **generate):
-    """A timing.round_robin mode: a fresh `make()` through engine.generate, wrapped in a TimedDrafter, so
-    the Output carries the engine's Result and the seconds spent drafting. `generate`: more keywords for
-    engine.generate (temperature, eos_token_id)."""
-    from specnotes import engine
-    from specnotes.timing import Output
+def engine_mode(target, make: Callable[[], Drafter], max_new_tokens: int, k: int | None, **generate):
+    """A timing.round_robin mode: a fresh `make()` through engine.generate at engine k `k` (None: the
+    drafter's own length policy), wrapped in a TimedDrafter, so the Output carries the engine's Result and
+    the seconds spent drafting. `generate`: more keywords for engine.generate (temperature, eos_token_id)."""
 
     def mode(ids, do_sample, seed):
         drafter = TimedDrafter(make())
         res = engine.generate(target, drafter, ids, max_new_tokens, k=k, do_sample=do_sample, seed=seed,
                               **generate)
-        return Output(res.tokens, res, drafter.seconds)
+        return timing.Output(res.tokens, res, drafter.seconds)
 
     return mode
 
 
-def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
-        max_new_tokens: int = 64, k: int = 4, do_sample: bool = False, seed: int = 0,
-        progress: bool = True, temperature: float = 1.0, repeats: int = 1, warmup: int = 1,
-        rules: dict | None = None) -> list[Run]:
+def run(target, tokenizer, drafters: dict, prompts: list[dict], max_new_tokens: int = 64, k: int = 4,
+        do_sample: bool = False, seed: int = 0, progress: bool = True, temperature: float = 1.0,
+        repeats: int = 1, warmup: int = 1, rules: dict | None = None,
+        parts: Parts | None = None) -> list[Run]:
     """Plain decoding and each drafter through the engine on every prompt, timed by timing.round_robin:
     for each prompt, plain and every drafter back to back, after `warmup` untimed runs of each on the
     first prompt (so no first-call cost lands in the table). With repeats > 1 a run's time is its median.
-    do_sample=False is greedy; otherwise both sample at `temperature`. rules: drafter name -> the engine's
-    verification rule for it (engine.RULES; "exact" for any name not in it), so one drafter can be timed
-    under two rules side by side."""
-    from specnotes import checks, timing
-    from specnotes.decode import plain_generate, prompt_ids
-    from specnotes.placement import device_of
-
+    drafters: name -> a registry Entry (registry.entries(): built from the committed parts, at its own
+    engine k; `parts`: what they are built from, registry.Parts(target) by default) or a factory of no
+    arguments (lambda: PromptLookup(), run at k). do_sample=False is greedy;
+    otherwise both sample at `temperature`. rules: drafter name -> the engine's verification rule for it
+    ("exact" for any name not in it), so one drafter can be timed under two rules side by side."""
     # everything is checked before the first prompt runs, not minutes later at the first bad one
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
     k = checks.whole(k, "k", scalar=True)
-    if not isinstance(drafters, dict) or not all(callable(make) for make in drafters.values()):
-        raise TypeError("drafters must be a dict of name -> factory (lambda: PromptLookup()), so each run "
-                        f"gets a fresh drafter; got {drafters!r}")
+    if not isinstance(drafters, dict) or not all(isinstance(v, Entry) or callable(v)
+                                                 for v in drafters.values()):
+        raise TypeError("drafters must be a dict of name -> registry Entry or factory (lambda: "
+                        f"PromptLookup()), so each run gets a fresh drafter; got {drafters!r}")
     if PLAIN in drafters:
         raise ValueError(f"drafters: {PLAIN!r} names plain decoding, the baseline of the table; give that "
                          "drafter another name")
@@ -167,40 +127,39 @@ def run(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: l
         return timing.Output(plain_generate(target, ids, max_new_tokens, do_sample=sample,
                                             temperature=temperature, seed=s, eos_token_id=eos).tokens)
 
-    modes = {PLAIN: plain, **{name: engine_mode(target, make, max_new_tokens, k, temperature=temperature,
-                                                eos_token_id=eos, rule=rules.get(name, "exact"))
-                              for name, make in drafters.items()}}
+    parts = Parts(target) if parts is None else parts
+    built = {name: (v.factory(target, parts), v.engine_k(k)) if isinstance(v, Entry) else (v, k)
+             for name, v in drafters.items()}
+    modes = {PLAIN: plain, **{name: engine_mode(target, make, max_new_tokens, engine_k,
+                                                temperature=temperature, eos_token_id=eos,
+                                                rule=rules.get(name, "exact"))
+                              for name, (make, engine_k) in built.items()}}
     by_kind, where = {}, []  # kind -> its prompts' ids; where[i]: prompt i's (kind, index in its kind)
     for p in prompts:
         where.append((p["kind"], len(by_kind.setdefault(p["kind"], []))))
         by_kind[p["kind"]].append(prompt_ids(tokenizer, p["text"], device=device_of(target)))
     samples = timing.round_robin(target, modes, by_kind, ("sample",) if do_sample else ("greedy",), repeats,
                                  warmup, seed, progress=progress)
-    timed = {}  # (mode, kind, index in kind) -> its samples, one per repeat
-    for s in samples:
-        timed.setdefault((s.mode, s.prompt_kind, s.prompt), []).append(s)
+    timed = live_summary.reduce(samples, key=lambda s: (s.mode, s.prompt_kind, s.prompt))
     runs = []
     for i, (kind, j) in enumerate(where):
-        plain_runs = timed[PLAIN, kind, j]
-        plain_s, plain_tokens = float(np.median([s.seconds for s in plain_runs])), plain_runs[0].output.tokens
+        plain_run = timed[PLAIN, kind, j]
+        plain_tokens = plain_run.first[j].output.tokens
         for name in drafters:
-            group = timed[name, kind, j]
-            res = group[0].output.result
-            judged_at, kept_at = res.position_counts
+            t = timed[name, kind, j]
+            tokens = t.first[j].output.tokens
             runs.append(Run(
-                name, kind, i, len(res.tokens), float(np.median([s.seconds for s in group])),
-                plain_s * len(res.tokens) / max(len(plain_tokens), 1),  # plain's time for as many tokens
-                float(np.median([s.output.draft_seconds for s in group])),
-                len(res.trace),  # one target pass per round
-                int(res.drafted_counts.sum()), int(res.accepted_counts.sum()), int(judged_at.sum()),
-                judged_at.tolist(), kept_at.tolist(),
+                name, kind, i, t.tokens, t.seconds,
+                plain_run.seconds * t.tokens / max(plain_run.tokens, 1),  # plain's time for as many tokens
+                t.draft_seconds, t.calls, t.acceptance,
                 # compare equal lengths: an EOS can end either one first
-                None if do_sample else res.tokens == plain_tokens[: len(res.tokens)]))
+                None if do_sample else tokens == plain_tokens[: len(tokens)]))
     return runs
 
 
 def table(runs: list[Run]) -> list[Row]:
-    """One row per (drafter, kind), and an "all" row per drafter; sums before ratios."""
+    """One row per (drafter, kind), and an "all" row per drafter; sums before ratios (the runs'
+    acceptance records pooled)."""
     bad = [r for r in runs if not (r.seconds > 0 and r.plain_seconds > 0)]
     if bad:
         raise ValueError(f"runs: every run must have taken time; {bad[0].drafter} on {bad[0].kind} has "
@@ -213,30 +172,23 @@ def table(runs: list[Run]) -> list[Row]:
             sel = [r for r in runs if r.drafter == name and (kind == "all" or r.kind == kind)]
             if not sel:
                 continue
-            width = max(len(r.judged_at) for r in sel)
-            judged_at, kept_at = np.zeros(width), np.zeros(width)
-            for r in sel:
-                judged_at[: len(r.judged_at)] += r.judged_at
-                kept_at[: len(r.kept_at)] += r.kept_at
+            acc = Acceptance.pool([r.acceptance for r in sel])
             calls = sum(r.target_calls for r in sel)
             tokens = sum(r.new_tokens for r in sel)
             plain_s = sum(r.plain_seconds for r in sel)
-            judged = sum(r.judged for r in sel)
             draft_s = sum(r.draft_seconds for r in sel)
             step_s = plain_s / max(tokens, 1)
             same = [r.identical for r in sel if r.identical is not None]
             rows.append(Row(
-                name, kind,
-                alpha=sum(r.accepted for r in sel) / judged if judged else float("nan"),
-                per_position=(kept_at / np.maximum(judged_at, 1)).round(3).tolist(),
+                name, kind, alpha=acc.alpha,
+                per_position=acc.per_position_acceptance.round(3).tolist(),
                 tokens_per_call=tokens / max(calls, 1),
                 draft_ms_per_call=1e3 * draft_s / max(calls, 1),
                 c=draft_s / max(calls, 1) / step_s,
-                c_per_token=draft_s / max(sum(r.drafted for r in sel), 1) / step_s,
+                c_per_token=draft_s / max(acc.drafted, 1) / step_s,
                 speedup=plain_s / sum(r.seconds for r in sel),
                 identical=all(same) if same else None,
-                reached=judged_at.astype(int).tolist(), rounds=int(calls),
-                drafted=int(sum(r.drafted for r in sel))))
+                reached=list(acc.judged_at), rounds=int(calls), drafted=acc.drafted))
     return rows
 
 
@@ -247,17 +199,12 @@ def free_form(runs: list[Run]) -> list[Row]:
     return [replace(r, kind="free-form") for r in rows if r.kind == "all"]
 
 
-def by_temperature(target, tokenizer, drafters: dict[str, Callable[[], object]], prompts: list[dict],
+def by_temperature(target, tokenizer, drafters: dict, prompts: list[dict],
                    temperatures=(0.0, 0.5, 1.0, 1.5), max_new_tokens: int = 48, k: int = 4, seed: int = 0,
                    progress: bool = True, warmup: int = 1) -> list[dict]:
     """The table at each temperature (0 = greedy): α and tokens per pass by drafter and prompt kind. The
     first temperature's run warms every mode up (`warmup` runs of each); the later ones find them warm."""
-    from specnotes.env import progress_bar
-
     tqdm = progress_bar()
-
-    from specnotes import checks
-
     checks.positive(list(temperatures), "temperatures (0 means greedy)", zero=True)
     out = []
     for i, temp in enumerate(tqdm(temperatures, desc="temperatures", disable=not progress)):
@@ -273,13 +220,9 @@ def as_records(rows: list[Row]) -> list[dict]:
 
 def markdown(rows: list[Row], kind: str | None = None) -> str:
     """A markdown table (all kinds, or one)."""
-    head = "| drafter | task | α | tokens/pass | draft ms/round | c (round) | speedup | = greedy |\n" \
-           "|---|---|---:|---:|---:|---:|---:|:---:|\n"
-    lines = []
-    for r in rows:
-        if kind is not None and r.kind != kind:
-            continue
-        same = "" if r.identical is None else ("yes" if r.identical else "NO")
-        lines.append(f"| {r.drafter} | {r.kind} | {r.alpha:.2f} | {r.tokens_per_call:.2f} | "
-                     f"{r.draft_ms_per_call:.1f} | {r.c:.2f} | {r.speedup:.2f}× | {same} |")
-    return head + "\n".join(lines) + "\n"
+    columns = [("drafter", "l"), ("task", "l"), ("α", "r"), ("tokens/pass", "r"), ("draft ms/round", "r"),
+               ("c (round)", "r"), ("speedup", "r"), ("= greedy", "c")]
+    return live_summary.markdown_table(columns, [
+        [r.drafter, r.kind, f"{r.alpha:.2f}", f"{r.tokens_per_call:.2f}", f"{r.draft_ms_per_call:.1f}",
+         f"{r.c:.2f}", f"{r.speedup:.2f}×", "" if r.identical is None else ("yes" if r.identical else "NO")]
+        for r in rows if kind is None or r.kind == kind])

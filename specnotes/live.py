@@ -10,38 +10,19 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from specnotes import checks
-from specnotes.live_summary import Costs, Record, summarize
+from specnotes import checks, models, timing
+from specnotes.decode import prompt_ids
+from specnotes.drafter_table import engine_mode
+from specnotes.drafters import registry
+from specnotes.env import default_device, default_dtype, dtype_name, environment, model_facts
+from specnotes.live_summary import NEGATIVE_OVERHEAD, Costs, Record, markdown_table, summarize
+from specnotes.placement import device_of, to_model
+from specnotes.prompts import LIVE
 from specnotes.references import fingerprint
+from specnotes.timing import Output, Pass, cache_of, pass_times, random_ids
+from specnotes.training.distilled import load_distilled_draft
+from specnotes.training.early_exit import committed_path
 
-_PASSAGE = ("The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
-            "polished the great lens, and wound the clockwork that turned the light. Ships far out at sea "
-            "counted the flashes, five seconds apart, and knew exactly where the rocks lay.")
-_CODE = '''def mean(values):
-    total = 0
-    for v in values:
-        total += v
-    return total / len(values)
-
-
-def spread(values):
-    low = min(values)
-    high = max(values)
-    return high - low
-'''
-PROMPTS = {
-    "copy": [
-        f"Rename the variable `values` to `xs` everywhere in this code and return the full code:\n\n{_CODE}",
-        f"Quote the second and third sentences of this paragraph exactly:\n\n{_PASSAGE}",
-        "Fix the typos and return the corrected text: The lighthuose keeper climbed the spiral stiars "
-        "every evening at dusk. He trimmed the wick, polsihed the great lens, and wound the clockwork "
-        "that turned the light.",
-    ],
-    "free": [
-        "Write a short story about a robot who learns to paint.",
-        "Write a short story about two friends who get lost in a forest.",
-    ],
-}
 HUB_PAIR = ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
 
 
@@ -59,9 +40,6 @@ def plan(device: str | None = None, online: bool | None = None) -> Plan:
     Ampere and newer, fp32 on the CPU). On CUDA with the hub reachable (Colab): the seed article's pair,
     SmolLM2-360M verified by SmolLM2-135M. Otherwise: the offline 135M model and its distilled draft."""
     import torch
-
-    from specnotes import models
-    from specnotes.env import default_device, default_dtype, dtype_name
 
     if device is not None:
         if not isinstance(device, (str, torch.device)):
@@ -89,9 +67,6 @@ def load(p: Plan):
     """(target, tokenizer, draft model) for a plan, both on its device in its dtype."""
     import torch
 
-    from specnotes import models
-    from specnotes.drafters import load_distilled_draft
-
     dtype = getattr(torch, p.dtype)
     target, tokenizer = models.load(p.target, device=p.device, dtype=dtype)
     if p.draft == "distilled":
@@ -112,12 +87,6 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
     engine mode runs next to its transformers counterpart, so their ratio is of two adjacent runs."""
     import torch
 
-    from specnotes.drafter_table import engine_mode
-    from specnotes.drafters import Drafter, DraftModel, EarlyExit, PromptLookup, Suffix
-    from specnotes.placement import to_model
-    from specnotes.models import quiet_transformers
-    from specnotes.timing import Output
-
     # checked now, not at the first timed call, when transformers' generate would already have run
     k = checks.whole(k, "k", scalar=True)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
@@ -131,28 +100,31 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
             if do_sample:
                 kwargs.update(temperature=1.0, top_k=0, top_p=1.0)
             # assisted generation warns about its own internal generation config on every first call
-            with quiet_transformers():
+            with models.quiet_transformers():
                 out = target.generate(ids, **kwargs, **extra_kwargs)
             return Output(out[0, ids.shape[1]:].tolist())
         return run
 
-    def own(make):
-        return engine_mode(target, make, max_new_tokens, k)
+    parts = registry.Parts(target)
+    parts.once("draft", lambda: draft)
+
+    def own(name):  # a registry entry at its own engine k, with k as the run's
+        entry = registry.ENTRIES[name]
+        return engine_mode(target, entry.factory(target, parts), max_new_tokens, entry.engine_k(k))
 
     out = {
         "plain": hf(),
-        "engine-no-draft": own(Drafter),  # the base drafter drafts nothing: the engine's own overhead
+        "engine-no-draft": own("engine-no-draft"),  # drafts nothing: the engine's own overhead
         "hf-prompt-lookup": hf(prompt_lookup_num_tokens=10),
-        "engine-prompt-lookup": own(PromptLookup),
+        "engine-prompt-lookup": own("prompt-lookup"),
     }
     if draft_model:
         out["hf-assistant"] = hf(assistant_model=draft)
-        out["engine-draft-model"] = own(lambda: DraftModel(draft))
+        out["engine-draft-model"] = own("distilled-draft")
     if extra:
-        out["engine-suffix"] = own(Suffix)
-        from specnotes.drafters.early_exit import committed_path
+        out["engine-suffix"] = own("suffix")
         if committed_path(4).exists() and target.config.num_hidden_layers == 30:  # trained for the 135M
-            out["engine-early-exit"] = own(lambda: EarlyExit(target, adapter="trained"))
+            out["engine-early-exit"] = own("early-exit+adapter")
     return out
 
 
@@ -163,14 +135,11 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
     them, and each takes its median, so a slow moment of the machine cannot bend the curve."""
     import torch
 
-    from specnotes.placement import device_of
-    from specnotes.timing import Pass, cache_of, fits, pass_times, prompt_tensor, random_ids
-
     max_width = checks.whole(max_width, "max_width", scalar=True)
     context_extra = checks.whole(context_extra, "context_extra", low=0, scalar=True)
     repeats = checks.whole(repeats, "repeats", scalar=True)
-    prompt_tensor(ids, "ids", target)
-    fits(target, ids.shape[1] + context_extra + max_width, "the prompt + context_extra + max_width")
+    checks.prompt_tensor(ids, "ids", target)
+    checks.fits(target, ids.shape[1] + context_extra + max_width, "the prompt + context_extra + max_width")
     ids = ids.to(device_of(target))
     grid = sorted({w for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 33) if w <= max_width} | {max_width})
     extra = random_ids(target, (1, context_extra + max(grid)), torch.Generator().manual_seed(0))
@@ -191,11 +160,6 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     """The whole suite: load, time every mode round-robin, measure costs, predict, summarize.
     loaded: (target, tokenizer, draft) already in memory, instead of loading the plan's models.
     extra_modes, draft_modes: modes(extra=..., draft_model=...)."""
-    from specnotes import timing
-    from specnotes.decode import prompt_ids
-    from specnotes.env import environment, model_facts
-    from specnotes.placement import device_of
-
     # every setting is checked before the models load and the minutes of timing start
     if p is not None and not isinstance(p, Plan):
         raise TypeError(f"p must be a live.Plan (live.plan() makes one), got {p!r}")
@@ -205,10 +169,10 @@ def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: in
     cost_repeats = checks.whole(cost_repeats, "cost_repeats", scalar=True)
     if prompts_per_kind is not None:
         prompts_per_kind = checks.whole(prompts_per_kind, "prompts_per_kind", scalar=True)
-    samplings = timing.check_samplings(samplings)
+    samplings = checks.samplings(samplings)
     p = p or plan()
     target, tokenizer, draft = load(p) if loaded is None else loaded
-    texts = {kind: lst[:prompts_per_kind] for kind, lst in PROMPTS.items()}
+    texts = {kind: lst[:prompts_per_kind] for kind, lst in LIVE.items()}
     ids = {kind: [prompt_ids(tokenizer, t, device=device_of(target)) for t in lst]
            for kind, lst in texts.items()}
     all_modes = modes(target, draft, k, max_new_tokens, extra=extra_modes, draft_model=draft_modes)
@@ -250,15 +214,19 @@ def markdown(report: Report) -> str:
             f"transformers {m['transformers']}; target {report.plan.target}, draft {report.plan.draft}; up "
             f"to {settings['max_new_tokens']} new tokens, {settings['repeats']} round-robin repeats "
             "(medians).\n\n")
-    lines = ["| prompt | sampling | mode | tokens/s | ×plain | predicted | tokens/call | α | same as plain |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    columns = [("prompt", "l"), ("sampling", "l"), ("mode", "l"), ("tokens/s", "r"), ("×plain", "r"),
+               ("predicted", "r"), ("tokens/call", "r"), ("α", "r"), ("overhead ms/round", "r"),
+               ("same as plain", "l")]
+    rows = []
     for r in report.runs:
-        pred, alpha = ("", "") if r.prediction is None else (f"{r.prediction.predicted_speedup:.2f}×",
-                                                             f"{r.prediction.alpha:.2f}")
+        p = r.prediction
+        pred = ("", "", "") if p is None else (f"{p.predicted_speedup:.2f}×", f"{p.alpha:.2f}",
+                                              f"{p.round_overhead_ms:.1f}")
         same = "" if r.identical_to_plain is None else (
             "yes" if r.identical_to_plain else f"no (from token {r.first_difference})")
-        lines.append(f"| {r.prompt_kind} | {r.sampling} | {r.mode} | {r.tokens_per_s:.1f} | "
-                     f"{r.speedup:.2f}× | {pred} | {r.tokens_per_call:.2f} | {alpha} | {same} |")
-    return head + "\n".join(lines) + "\n"
+        rows.append([r.prompt_kind, r.sampling, r.mode, f"{r.tokens_per_s:.1f}", f"{r.speedup:.2f}×", pred[0],
+                     f"{r.tokens_per_call:.2f}", pred[1], pred[2], same])
+    negative = any(r.prediction is not None and r.prediction.round_overhead_ms < 0 for r in report.runs)
+    return head + markdown_table(columns, rows) + ("\n" + NEGATIVE_OVERHEAD + "\n" if negative else "")
 
 

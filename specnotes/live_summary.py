@@ -5,12 +5,14 @@ modes repeat by repeat, which says when the sizes were too small to resolve it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
-from specnotes import checks
+from specnotes import checks, theory
+from specnotes.metrics import Acceptance
+from specnotes.timing import Output, Sample, first_difference
 
 
 @dataclass
@@ -32,10 +34,6 @@ def _checked(samples, costs) -> list:
     timing.Sample records with a finite positive time and at least one token, the same number of repeats of
     every prompt (numbered 0, 1, ... within its kind), one Costs per prompt, and a 'plain' run of every
     prompt kind and sampling (every speedup is measured against it)."""
-    from collections import Counter
-
-    from specnotes.timing import Output, Sample
-
     samples = list(samples)
     if not samples:
         raise ValueError("samples is empty: pass what timing.round_robin returned")
@@ -150,25 +148,43 @@ def ratio(a: Record, b: Record) -> Ratio:
     return Ratio(float(np.median(each)), min(each), max(each), len(each))
 
 
-class _Timed(NamedTuple):
-    """One (mode, kind, sampling)'s samples reduced: prompts, tokens, medians summed, per repeat."""
+@dataclass(frozen=True)
+class Timed:
+    """One group of round-robin samples reduced (a mode on one prompt, or on all of a kind's prompts): the
+    one reducer of a timed run, behind summarize's Records and the drafter table's Runs."""
 
     prompts: list[int]
     first: dict  # prompt -> its first Sample
-    tokens: int
-    seconds: float
-    by_repeat: np.ndarray
-    calls: int
+    tokens: int  # new tokens of each prompt's first run, summed
+    seconds: float  # each prompt's median time, summed
+    by_repeat: np.ndarray  # repeat r: the r-th run of each prompt, summed
+    calls: int  # target calls of each prompt's first run, summed
+    draft_seconds: float  # each prompt's median drafting time (engine modes), summed
+    acceptance: Acceptance | None  # engine modes: one request per prompt (its first run), pooled
 
 
-def _timed(group) -> _Timed:
+def reduce(samples, key=lambda s: (s.mode, s.prompt_kind, s.sampling)) -> dict:
+    """key(sample) -> Timed, one per group of `samples` (timing.Sample) that share a key: by default a
+    mode on one prompt kind in one sampling; key=lambda s: (s.mode, s.prompt_kind, s.prompt, s.sampling)
+    gives one group per prompt."""
+    groups: dict = {}
+    for s in samples:
+        groups.setdefault(key(s), []).append(s)
+    return {k: _timed(group) for k, group in groups.items()}
+
+
+def _timed(group) -> Timed:
     prompts = sorted({s.prompt for s in group})
-    runs = {i: [s.seconds for s in group if s.prompt == i] for i in prompts}
-    first = {i: next(s for s in group if s.prompt == i) for i in prompts}
+    runs = {i: [s for s in group if s.prompt == i] for i in prompts}
+    first = {i: runs[i][0] for i in prompts}
+    results = [first[i].output.result for i in prompts if first[i].output.result is not None]
     # repeat r of the kind: the r-th sample of each of its prompts (in any order of the samples)
-    return _Timed(prompts, first, sum(len(first[i].output.tokens) for i in prompts),
-                  sum(float(np.median(runs[i])) for i in prompts), np.sum([runs[i] for i in prompts], axis=0),
-                  sum(first[i].target_calls for i in prompts))
+    return Timed(prompts, first, sum(len(first[i].output.tokens) for i in prompts),
+                 sum(float(np.median([s.seconds for s in runs[i]])) for i in prompts),
+                 np.sum([[s.seconds for s in runs[i]] for i in prompts], axis=0),
+                 sum(first[i].target_calls for i in prompts),
+                 sum(float(np.median([s.output.draft_seconds for s in runs[i]])) for i in prompts),
+                 Acceptance.from_result(results) if results else None)
 
 
 def _predicted(key, timed: dict, costs: dict) -> Prediction | None:
@@ -182,25 +198,30 @@ def _predicted(key, timed: dict, costs: dict) -> Prediction | None:
         return None
     kind_costs = [costs[kind][i] for i in t.prompts]
     calib = timed.get(("engine-no-draft", kind, sampling))
-    overhead = 0.0
-    if calib is not None:  # the first round is the prompt pass; each later one a decode step
-        step = float(np.mean([c.step_s for c in kind_costs]))
-        prefill = sum(c.prefill_s for c in kind_costs)
-        steps = calib.tokens - len(calib.prompts)
-        overhead = max((calib.seconds - prefill - steps * step) / calib.tokens, 0.0)
+    overhead = 0.0 if calib is None else round_overhead(calib, kind_costs)
     plain = timed["plain", kind, sampling]
-    return Prediction(**_prediction(outputs, kind_costs, overhead, plain.tokens / plain.seconds),
+    return Prediction(**_prediction(outputs, t.acceptance, kind_costs, overhead,
+                                    plain.tokens / plain.seconds),
                       round_overhead_ms=1e3 * overhead)
+
+
+def round_overhead(calib: Timed, costs: list) -> float:
+    """Seconds per round the engine spends beyond the target's passes, from engine-no-draft's timing (one
+    round per token): its time less the measured prompt passes and decode steps, per round. Not clamped:
+    a negative estimate means the cost model (prefill_s, step_s) over-predicts what those passes cost
+    inside the engine, and a report should show it, not hide it as 0."""
+    step = float(np.mean([c.step_s for c in costs]))
+    prefill = sum(c.prefill_s for c in costs)
+    steps = calib.tokens - len(calib.prompts)  # the first round is the prompt pass; each later one a step
+    return (calib.seconds - prefill - steps * step) / calib.tokens
 
 
 def summarize(samples, costs: dict, k: int = 3) -> list[Record]:
     """One Record per (mode, prompt kind, sampling): medians over repeats, summed over the kind's prompts.
     costs: prompt kind -> list of Costs, one per prompt."""
-    from specnotes.timing import first_difference
-
     samples = _checked(samples, costs)
     keys = list(dict.fromkeys((s.mode, s.prompt_kind, s.sampling) for s in samples))
-    timed = {key: _timed(_group(samples, *key)) for key in keys}
+    timed = reduce(samples)
     records = []
     for mode, kind, sampling in keys:
         t, plain = timed[mode, kind, sampling], timed["plain", kind, sampling]
@@ -220,14 +241,13 @@ def summarize(samples, costs: dict, k: int = 3) -> list[Record]:
     return records
 
 
-def _prediction(outputs, costs, overhead: float, plain_tokens_per_s: float) -> dict:
+def _prediction(outputs, acc: Acceptance, costs, overhead: float, plain_tokens_per_s: float) -> dict:
     """What the engine's traces and the measured costs say about a mode, and its speedup predicted by
     theory.predicted_speedup: α by position for each draft length, each round's length, the verify cost
     at its width, its drafting and the engine's per-round overhead, the prompt pass (the first round's
     verify pass), all in decode steps, against plain decoding's measured time for the same tokens.
-    Notebook 05's formula, theory.speedup at the pooled α and c, rides along."""
-    from specnotes import theory
-
+    Notebook 05's formula, theory.speedup at the pooled α and c (from `acc`, the runs' record), rides
+    along."""
     rounds = [r for o in outputs for r in o.result.trace]
     lengths = np.array([len(r.drafted) for r in rounds], dtype=int)
     judged = np.array([r.judged for r in rounds], dtype=int)
@@ -241,15 +261,25 @@ def _prediction(outputs, costs, overhead: float, plain_tokens_per_s: float) -> d
         draft_cost=(draft_s / max(len(lengths), 1) + overhead) / step,
         prefill=sum(c.prefill_s for c in costs) / step, n_tokens=tokens, prompts=len(outputs),
         plain=tokens / plain_tokens_per_s / step)
-    alpha = float(accepted.sum() / judged.sum()) if judged.sum() else 0.0
-    drafted = lengths[lengths > 0]
-    mean_draft = float(drafted.mean()) if drafted.size else 0.0
-    c_tok = draft_s / max(int(lengths.sum()), 1) / step
-    formula = float(theory.speedup(alpha, max(1, round(mean_draft)), c_tok)) if drafted.size else 1.0
+    alpha = acc.alpha if acc.judged else 0.0
+    mean_draft = acc.mean_draft if acc.drafting_rounds else 0.0
+    c_tok = draft_s / max(acc.drafted, 1) / step
+    formula = float(theory.speedup(alpha, max(1, round(mean_draft)), c_tok)) if acc.drafting_rounds else 1.0
     return {"predicted_speedup": predicted, "predicted_tokens_per_s": predicted * plain_tokens_per_s,
             "formula_speedup": formula, "alpha": alpha,
-            "alpha_by_position": theory.position_alphas(lengths, judged, accepted).round(3).tolist()[:8],
+            "alpha_by_position": acc.per_position_acceptance.round(3).tolist()[:8],
             "mean_draft": mean_draft, "c_per_token": c_tok,
             "verify_cost_at_mean": float(np.interp(mean_draft + 1, np.arange(len(verify)), verify))}
 
 
+def markdown_table(columns, rows) -> str:
+    """The one markdown renderer of the timed tables (live.markdown, drafter_table.markdown): columns is
+    a list of (title, align), align "l" or "r"; rows lists each row's cells, already formatted."""
+    head = "| " + " | ".join(title for title, _ in columns) + " |"
+    rule = "|" + "|".join("---:" if align == "r" else ":---:" if align == "c" else "---"
+                          for _, align in columns) + "|"
+    return "\n".join([head, rule, *("| " + " | ".join(cells) + " |" for cells in rows)]) + "\n"
+
+
+NEGATIVE_OVERHEAD = ("A negative overhead per round means the cost model over-predicts: the prompt pass and "
+                     "decode steps, timed alone, cost more than the whole engine-no-draft run spent on them.")

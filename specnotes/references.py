@@ -8,13 +8,10 @@ import json
 import re
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specnotes import checks
+from specnotes.env import device_name, environment
 from specnotes.paths import data_dir, write_atomic
-
-if TYPE_CHECKING:
-    from specnotes.live import Plan, Report
 
 REFERENCES = data_dir() / "reference_runs"
 
@@ -36,13 +33,11 @@ def fingerprint(machine: dict) -> str:
             f"{_slug(machine['dtype'])}")
 
 
-def plan_fingerprint(p: Plan) -> str:
+def plan_fingerprint(p) -> str:
     """The fingerprint run(p) will give its report on this machine, known before anything loads, so that
     `bench_live.py --save-reference` can refuse to replace a committed reference before its minutes of
     timing rather than after them."""
     import torch
-
-    from specnotes.env import device_name, environment
 
     return fingerprint({**environment().as_dict(), "device": torch.device(p.device).type,
                         "device_name": device_name(p.device), "dtype": p.dtype})
@@ -64,13 +59,17 @@ def reference_path(fp: str, folder: Path | None = None, force: bool = False) -> 
 
 
 def _as_json(report) -> dict:
-    """A Report's JSON form; a dict is taken to be one already (a reference read back from its file)."""
-    from specnotes.live import Report
+    """A live.Report's JSON form (its as_dict()); a dict is taken to be one already (a reference read back
+    from its file). This module does not import live (live imports it)."""
+    if isinstance(report, dict):
+        return report
+    if not callable(getattr(report, "as_dict", None)):
+        raise TypeError(f"report must be a live.Report or its JSON form (a dict), got a "
+                        f"{type(report).__name__}")
+    return report.as_dict()
 
-    return report.as_dict() if isinstance(report, Report) else report
 
-
-def save_reference(report: Report | dict, folder: Path | None = None, force: bool = False) -> Path:
+def save_reference(report, folder: Path | None = None, force: bool = False) -> Path:
     """Write `report` (a Report, or its JSON form) as the reference of its machine
     (data/reference_runs/<fingerprint>.json), atomically: notebook 07 reads these files, and a run
     killed half-way must leave the old one whole."""
@@ -128,16 +127,14 @@ def references(folder: Path | None = None) -> list[dict]:
     return refs
 
 
-def side_by_side(report: Report | dict, refs: list[dict], sampling: str = "greedy") -> str:
+def side_by_side(report, refs: list[dict], sampling: str = "greedy") -> str:
     """Markdown: speedup over plain per mode and prompt kind, this machine (a Report, or its JSON form)
     next to each reference (as references() reads them)."""
-    from specnotes.timing import check_samplings
-
     report = _as_json(report)
     if not isinstance(refs, (list, tuple)):
         raise TypeError(f"refs must be a list of reports (references.references()), got a "
                         f"{type(refs).__name__}")
-    check_samplings((sampling,))
+    checks.samplings((sampling,))
     for name, rep in [("report", report), *((f"refs[{i}]", r) for i, r in enumerate(refs))]:
         problem = _unreadable(rep)
         if problem is not None:

@@ -83,8 +83,8 @@ def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progre
     import torch
 
     from specnotes.env import progress_bar
-    from specnotes.placement import device_of
     from specnotes.passes import crop, forward_pass
+    from specnotes.placement import device_of
 
     tqdm = progress_bar()
 
@@ -139,7 +139,7 @@ def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, wa
 
     context = checks.whole(context, "context", low=0, scalar=True)
     tokens = checks.whole(tokens, "tokens", scalar=True)
-    fits(model, context + tokens, "context + tokens")
+    checks.fits(model, context + tokens, "context + tokens")
     gen = torch.Generator().manual_seed(0)
     prompt, new = random_ids(model, (1, context), gen), random_ids(model, (1, tokens), gen)
     cache = cache_of(model, prompt) if context else None
@@ -188,40 +188,6 @@ class Sample:
     output: Output
 
 
-def fits(model, positions: int, what: str) -> None:
-    """A ValueError when `positions` is more than the model was built for (a huge context or width
-    would otherwise allocate until the machine runs out of memory)."""
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    if limit is not None and positions > limit:
-        raise ValueError(f"{what} is {positions} positions, more than the model's {limit} "
-                         "(config.max_position_embeddings): use a smaller setting")
-
-
-def check_samplings(samplings) -> tuple[str, ...]:
-    """samplings as a tuple of 'greedy' and/or 'sample'. A bare string is refused: iterated letter by
-    letter it would ask for the sampling 'g', so ('greedy',) was meant."""
-    if isinstance(samplings, str) or not isinstance(samplings, (tuple, list)):
-        raise TypeError(f"samplings must be a tuple such as ('greedy',) or ('greedy', 'sample'), "
-                        f"got {samplings!r}")
-    if not samplings:
-        raise ValueError("samplings is empty: give ('greedy',), ('sample',) or both")
-    for s in samplings:
-        if s not in ("greedy", "sample"):
-            raise ValueError(f"sampling must be 'greedy' or 'sample', got {s!r}")
-    return tuple(samplings)
-
-
-def prompt_tensor(ids, name: str, model) -> None:
-    """A TypeError or ValueError naming `name` unless ids is a (1, T) tensor of the model's token ids,
-    T >= 1 (what decode.prompt_ids returns)."""
-    if not hasattr(ids, "detach"):
-        raise TypeError(f"{name} must be a (1, T) tensor of token ids (decode.prompt_ids makes one), "
-                        f"got a {type(ids).__name__}")
-    if ids.ndim != 2 or ids.shape[0] != 1:
-        raise ValueError(f"{name} must hold one prompt, shape (1, T); got shape {tuple(ids.shape)}")
-    checks.token_ids(ids[0], name, model.config.vocab_size)
-
-
 def first_difference(a: list, b: list) -> int | None:
     """The first position where two token lists differ (a length difference counts), or None."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -249,7 +215,7 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     device = device_of(model) if device is None else device
     repeats = checks.whole(repeats, "repeats", scalar=True)
     warmup = checks.whole(warmup, "warmup", low=0, scalar=True)
-    seed, samplings = checks.whole(seed, "seed", low=0, scalar=True), check_samplings(samplings)
+    seed, samplings = checks.whole(seed, "seed", low=0, scalar=True), checks.samplings(samplings)
     for what, value, shape in (("modes", modes, "name -> fn(input_ids, do_sample, seed)"),
                                ("prompts", prompts, "kind -> list of (1, T) input ids")):
         if not isinstance(value, Mapping):
@@ -264,7 +230,7 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
         if not isinstance(lst, (list, tuple)) or not lst:
             raise ValueError(f"prompts[{kind!r}] must be a non-empty list of (1, T) input ids, got {lst!r}")
         for i, ids in enumerate(lst):
-            prompt_tensor(ids, f"prompts[{kind!r}][{i}]", model)
+            checks.prompt_tensor(ids, f"prompts[{kind!r}][{i}]", model)
     jobs = [(s, kind, i, ids) for s in samplings
             for kind, lst in prompts.items() for i, ids in enumerate(lst)]
     first = next(iter(prompts))

@@ -147,19 +147,19 @@ def _random_parts_class():
                                                                 hidden_size=32))
 
         def heads(self):
-            from specnotes.drafters.medusa import new_heads
+            from specnotes.training.medusa import new_heads
 
             return self.once("heads", lambda: noisy(new_heads(self.target, 3)))
 
         def eagle(self):
-            from specnotes.drafters.eagle import new_model
+            from specnotes.training.eagle import new_model
 
             return self.once("eagle", lambda: noisy(new_model(self.target)))
 
         def exit_adapter(self):
             import torch
 
-            from specnotes.drafters.early_exit import exit_model
+            from specnotes.training.early_exit import exit_model
 
             def build():
                 model = exit_model(self.target, 1, rank=8)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from specnotes import models
+from specnotes import decode, models
 from specnotes.decode import TextStream, plain_generate
 
 
@@ -89,3 +89,36 @@ def test_unseeded_sampling_leaves_the_global_rng_alone(tiny):
     torch.manual_seed(0)
     plain_generate(tiny, torch.tensor([[1, 2]]), 5, do_sample=True)
     assert torch.equal(torch.rand(2), expected)
+
+
+@pytest.mark.parametrize("sampling", [dict(do_sample=False), dict(do_sample=True, seed=7),
+                                      dict(do_sample=True, seed=3, temperature=0.7, top_k=20, top_p=0.9)])
+def test_plain_decoding_is_the_engines_twin_token_for_token(sampling):
+    """The same seed gives the same tokens as the engine with a drafter that drafts nothing: the same
+    Sampler, seeded the same way, one draw per token."""
+    from specnotes import engine, models
+    from specnotes.drafters import Drafter
+
+    model = models.tiny_llama(seed=0, layers=2)
+    ids = torch.tensor([[5, 9, 2, 77, 5, 9]])
+    plain = decode.plain_generate(model, ids, 12, eos_token_id=-1, **sampling).tokens
+    assert plain == engine.generate(model, Drafter(), ids, 12, eos_token_id=-1, **sampling).tokens
+    if sampling["do_sample"]:  # and a different seed draws something else: the seed is used
+        other = {**sampling, "seed": sampling["seed"] + 1}
+        assert decode.plain_generate(model, ids, 12, eos_token_id=-1, **other).tokens != plain
+
+
+def test_the_prompt_pass_keeps_only_the_last_positions_logits(monkeypatch):
+    from specnotes import models
+
+    kept = []
+    real = decode.forward_pass
+
+    def spy(model, input_ids, cache=None, keep=None):
+        kept.append((input_ids.shape[1], keep))
+        return real(model, input_ids, cache, keep=keep)
+
+    monkeypatch.setattr(decode, "forward_pass", spy)
+    decode.plain_generate(models.tiny_llama(seed=0, layers=1), torch.tensor([[1, 2, 3, 4]]), 3,
+                          eos_token_id=-1)
+    assert kept[0] == (4, 1)  # the prompt pass: the LM head on its last position only

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from specnotes import drafter_table
+from specnotes.metrics import Acceptance
 from tests.notebook_utils import tool
 
 
 def _run(drafter, kind, accepted, judged, seconds, plain_seconds=2.0, new_tokens=20, calls=10):
-    return drafter_table.Run(drafter, kind, 0, new_tokens, seconds, plain_seconds, 0.1, calls, judged,
-                             accepted,
-                       judged, [judged], [accepted], True)
+    """`judged` rounds of one drafted token each, `accepted` of them kept."""
+    acc = Acceptance(calls, judged, judged, accepted, judged, None, (judged,), (accepted,))
+    return drafter_table.Run(drafter, kind, 0, new_tokens, seconds, plain_seconds, 0.1, calls, acc, True)
 
 
 RUNS = [
@@ -83,5 +84,6 @@ def test_the_table_is_timed_round_robin_with_a_warm_up_of_every_drafter():
     assert [(r.drafter, r.kind, r.prompt) for r in runs] == [("pl", "story", 0), ("pl", "copy", 1),
                                                              ("pl", "story", 2)]  # in the prompts' order
     assert all(r.identical and r.new_tokens == 6 and r.seconds > 0 and r.plain_seconds > 0 for r in runs)
+    assert all(r.acceptance.emitted == 6 and len(r.acceptance.per_request) == 1 for r in runs)
     with pytest.raises(ValueError, match="plain"):
         drafter_table.run(None, _Words(), {"plain": make}, prompts)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from specnotes import drafter_table, models, quick_mode
+from specnotes.drafters import registry
 from specnotes.env import environment, model_facts
 from specnotes.paths import write_atomic
 from specnotes.prompts import KINDS, prompt_set
@@ -44,7 +46,7 @@ def main() -> int:
     heldout = prompt_set("heldout")
     prompts = [p for kind in KINDS
                for p in [q for q in heldout if q["kind"] == kind][:per_kind]]
-    drafters = drafter_table.default_drafters(target)
+    drafters = registry.entries()  # the table's rows, each at its own engine k
     start = time.perf_counter()
     runs = drafter_table.run(target, tokenizer, drafters, prompts, max_new_tokens=max_new_tokens, k=K)
     rows = drafter_table.table(runs)
@@ -55,7 +57,7 @@ def main() -> int:
         "all_identical_to_plain": all(r.identical for r in runs),
         "rows": drafter_table.as_records(rows),
         "free_form_rows": drafter_table.as_records(free),
-        "runs": [vars(r) for r in runs],
+        "runs": [asdict(r) for r in runs],
     }
     out = Path("bench")
     out.mkdir(exist_ok=True)

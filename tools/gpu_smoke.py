@@ -27,11 +27,24 @@ from pathlib import Path
 
 import torch
 
-from specnotes import (drafter_table, engine, env, live, models, numerics, placement, references, serving,
-                       timing)
+from specnotes import (
+    drafter_table,
+    engine,
+    env,
+    live,
+    models,
+    numerics,
+    placement,
+    references,
+    serving,
+    timing,
+)
 from specnotes.decode import plain_generate, prompt_ids
-from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
+from specnotes.drafters import registry
 from specnotes.paths import write_atomic
+from specnotes.training.eagle import new_model
+from specnotes.training.early_exit import exit_model
+from specnotes.training.medusa import new_heads
 
 TEXTS = {
     "copy": "Copy this exactly: the quick brown fox jumps over the lazy dog, and the lazy dog sleeps on.",
@@ -52,30 +65,35 @@ def the_models(device, dtype, tiny: bool):
     return target, tokenizer, load_distilled_draft(target)
 
 
+def the_parts(target, draft, tiny: bool) -> registry.Parts:
+    """The pieces the drafters are built from: the committed ones (and `draft`) on the real model,
+    untrained stand-ins of the same shapes on tiny models."""
+    parts = _Untrained(target) if tiny else registry.Parts(target)
+    parts.once("draft", lambda: draft)
+    return parts
+
+
 def the_drafters(target, draft, tiny: bool) -> dict:
-    """name -> factory for every drafter family of notebook 06: the trained ones on the real model,
-    untrained stand-ins of the same classes on tiny models."""
-    from specnotes.drafters.eagle import new_model
-    from specnotes.drafters.early_exit import exit_model
-    from specnotes.drafters.medusa import new_heads
+    """name -> (factory, engine k) for one drafter of every family (registry.FAMILIES; Medusa as the
+    (3, 2, 2) tree), each at its registry entry's engine k, with 3 as the run's k."""
+    parts = the_parts(target, draft, tiny)
+    return {name: (entry.factory(target, parts), entry.engine_k(3)) for name, entry in FAMILIES.items()}
 
-    if tiny:
-        adapter, heads, eagle = exit_model(target, 2, rank=8), new_heads(target, 2), new_model(target)
-        exits = {"early-exit": lambda: EarlyExit(target, 2),
-                 "early-exit+adapter": lambda: EarlyExit(target, 2, adapter=adapter)}
-        trees = {"medusa": lambda: Medusa(target, heads=heads, widths=(2, 1), n_heads=2),
-                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=2, vocab=None)}
-    else:
-        from specnotes.drafters.eagle import load_eagle
-        from specnotes.drafters.medusa import load_medusa_heads
 
-        heads, eagle = load_medusa_heads(target), load_eagle(target)
-        exits = {"early-exit": lambda: EarlyExit(target),
-                 "early-exit+adapter": lambda: EarlyExit(target, adapter="trained")}
-        trees = {"medusa": lambda: Medusa(target, heads=heads, widths=(3, 2, 2)),
-                 "eagle-lite": lambda: EagleLite(target, model=eagle, k=drafter_table.EAGLE_K)}
-    return {"prompt-lookup": PromptLookup, "suffix": Suffix, "lookahead": Lookahead, **exits,
-            "distilled-draft": lambda: DraftModel(draft), **trees}
+FAMILIES = {name.removesuffix("-3-2-2"): registry.ENTRIES[name] for name in registry.FAMILIES}
+
+
+class _Untrained(registry.Parts):
+    """Untrained pieces of the right shapes, for tiny random targets."""
+
+    def heads(self):
+        return self.once("heads", lambda: new_heads(self.target, 3))
+
+    def eagle(self):
+        return self.once("eagle", lambda: new_model(self.target))
+
+    def exit_adapter(self):
+        return {"n_layers": 2, "adapter": self.once("exit", lambda: exit_model(self.target, 2, rank=8))}
 
 
 def decode_runs(target, tokenizer, draft, tiny: bool, n: int) -> dict:
@@ -89,11 +107,11 @@ def decode_runs(target, tokenizer, draft, tiny: bool, n: int) -> dict:
         plain = plain_generate(target, ids, n, eos_token_id=-1)
         rows = {"plain": {"tokens": plain.tokens, "seconds": time.perf_counter() - start,
                           "decode_tokens_per_s": plain.decode_tokens_per_s}}
-        for name, make in makers.items():
+        for name, (make, k) in makers.items():
             for sampled in (False, True):
                 drafter = make()  # built outside the timer (the trained ones read their weights)
                 start = time.perf_counter()
-                res = engine.generate(target, drafter, ids, n, k=3, do_sample=sampled, seed=0,
+                res = engine.generate(target, drafter, ids, n, k=k, do_sample=sampled, seed=0,
                                       eos_token_id=-1)
                 seconds = time.perf_counter() - start
                 row = {"tokens": res.tokens, "seconds": seconds, "alpha": res.alpha,
@@ -114,7 +132,8 @@ def divergences(target, tokenizer, draft, tiny: bool, n: int) -> list[dict]:
     ids = prompt_ids(tokenizer, TEXTS["free"])
     rows = []
     for name in ("distilled-draft", "early-exit+adapter", "prompt-lookup"):
-        d = numerics.first_divergence(target, ids, makers[name](), max_new_tokens=n, k=3, name=name)
+        make, k = makers[name]
+        d = numerics.first_divergence(target, ids, make(), max_new_tokens=n, k=k, name=name)
         rows.append({"drafter": name, "dtype": d.dtype, "position": d.position,
                      "margin_there": d.margin_there, "smallest_margin": d.smallest_margin})
     return rows
@@ -133,8 +152,8 @@ def sixteen_bit(target, tokenizer, draft, tiny: bool, n: int) -> dict:
     timed("divergence", lambda: divergences(target, tokenizer, draft, tiny, n))
     prompts = [{"kind": kind, "text": text} for kind, text in list(TEXTS.items())[:1 if tiny else None]]
     timed("drafter_table", lambda: drafter_table.as_records(drafter_table.table(drafter_table.run(
-        target, tokenizer, the_drafters(target, draft, tiny), prompts, max_new_tokens=n, k=3,
-        progress=False))))
+        target, tokenizer, FAMILIES, prompts, max_new_tokens=n, k=3, progress=False,
+        parts=the_parts(target, draft, tiny)))))
 
     def live_timings():
         plan = live.Plan(placement.device_of(target).type, env.dtype_name(placement.dtype_of(target)),
