@@ -25,8 +25,8 @@ def paired_kept(target, make_drafter, prompts, max_new_tokens: int, k: int, temp
             super().__init__(inner)
             self.drafts = []
 
-        def propose(self, tokens, k_, sampler):
-            draft = self.inner.propose(tokens, k_, sampler)
+        def propose(self, tokens, k, sampler):
+            draft = self.inner.propose(tokens, k, sampler)
             self.drafts.append((list(tokens), draft))
             return draft
 

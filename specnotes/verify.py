@@ -49,6 +49,15 @@ def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_un
     return logits, (out.hidden_states[-1][0] if hidden else None), returned_cache(out)
 
 
+def _rows(logits, drafted: list[int], sampler):
+    """(p (k+1, V), the processed target rows; x (k,), the drafted ids; 0..k-1), all on p's device."""
+    import torch
+
+    p = sampler.probs(logits)
+    x = torch.tensor(drafted, dtype=torch.long, device=p.device)
+    return p, x, torch.arange(len(drafted), device=p.device)
+
+
 class Verifier:
     """A verification rule. logits: (len(drafted) + 1, V) target rows (chain) or (nodes + 1, V) (tree):
     after the last committed token, then after each drafted token (node)."""
@@ -120,11 +129,9 @@ class TokenWise(Verifier):
     def chain(self, logits, drafted, q, sampler):
         import torch
 
-        k = len(drafted)
-        p = sampler.probs(logits)  # (k+1, V)
-        if k == 0:
+        p, x, rows = _rows(logits, drafted, sampler)
+        if not (k := len(drafted)):
             return 0, sampler.draw(p[0])
-        x, rows = torch.tensor(drafted, device=p.device), torch.arange(k, device=p.device)
         # a point-mass draft (q None) has q(x) = 1: no (k, V) one-hot is built for it
         q_x = torch.ones(k, device=p.device) if q is None else q.to(p)[rows, x]
         ratio = p[rows, x] / q_x.clamp_min(1e-30)  # q(x) = 0 cannot happen for a token drawn from q
@@ -170,11 +177,9 @@ class Block(Verifier):
     def chain(self, logits, drafted, q, sampler):
         import torch
 
-        k = len(drafted)
-        p = sampler.probs(logits)  # (k+1, V)
-        if k == 0:
+        p, x, rows = _rows(logits, drafted, sampler)
+        if not (k := len(drafted)):
             return 0, sampler.draw(p[0])
-        x, rows = torch.tensor(drafted, device=p.device), torch.arange(k, device=p.device)
         q = torch.nn.functional.one_hot(x, p.shape[-1]).to(p) if q is None else q.to(p)
         # w_i = min(1, w_{i-1} p/q) as a walk in logs reflected at 0: S_i - max(0, S_1..S_i)
         s = torch.cumsum(torch.log(p[rows, x] / q[rows, x].clamp_min(1e-30)), 0)

@@ -53,6 +53,26 @@ def test_greedy_equals_the_targets_own_greedy_on_a_tiny_model(tiny, drafter_name
                              eos_token_id=-1)
     assert result.tokens == reference
     assert all(r.accepted <= len(r.drafted) for r in result.trace)
+    # k means one thing for every drafter: at most k tokens (a tree: k levels; its judged line is one
+    # branch, so no longer than its depth); the engine only cuts drafts to the tokens left, never to k
+    assert all(len(r.drafted) <= k for r in result.trace), [len(r.drafted) for r in result.trace]
+
+
+def test_every_propose_has_the_protocols_signature():
+    import inspect
+
+    from specnotes import adaptive, drafter_table  # noqa: F401  (their drafters count too)
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    want = [(p.name, p.default) for p in inspect.signature(Drafter.propose).parameters.values()]
+    for cls in subclasses(Drafter):
+        if cls.__module__.startswith("specnotes"):
+            got = [(p.name, p.default) for p in inspect.signature(cls.propose).parameters.values()]
+            assert got == want, f"{cls.__name__}.propose{inspect.signature(cls.propose)}"
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,11 @@ class EarlyExit(DraftModel):
     trained and cached when neither exists, and a target with another vocabulary than SmolLM2's gets a
     ValueError that says what to pass); or an exit model from training.early_exit.train_exit_adapter.
     The draft keeps its own KV cache for its n layers (LayerSkip reuses the target's; simpler here).
+    k: its own draft length, as DraftModel's (the engine's k caps it).
     """
 
     def __init__(self, target, n_layers: int = 4, adapter=None, rank: int = 64,
-                 quick_seconds: float = 20.0):
+                 quick_seconds: float = 20.0, k: int = 5):
         from specnotes import checks
 
         self.n_layers = n_layers = checks.whole(n_layers, "n_layers", high=target.config.num_hidden_layers,
@@ -38,4 +39,4 @@ class EarlyExit(DraftModel):
             model = load_exit_adapter(target, n_layers, rank, quick_seconds)
         else:
             model = adapter
-        super().__init__(weights.freeze(model))
+        super().__init__(weights.freeze(model), k=k)
