@@ -32,8 +32,9 @@ class Machine:
     peak_dtype: str = ""  # which dtype the peak is quoted for (a bf16 tensor peak says little about fp32)
 
     def __post_init__(self):
-        checks.positive(self.bandwidth, f"{self.name}: bandwidth (bytes/s)", scalar=True)
-        checks.positive(self.peak_flops, f"{self.name}: peak_flops (FLOP/s)", scalar=True)
+        for field, what in (("bandwidth", "bytes/s"), ("peak_flops", "FLOP/s")):  # kept as floats
+            value = checks.positive(getattr(self, field), f"{self.name}: {field} ({what})", scalar=True)
+            object.__setattr__(self, field, value)
         if not (isinstance(self.memory_bytes, float) and math.isnan(self.memory_bytes)):  # nan: unknown
             checks.positive(self.memory_bytes, f"{self.name}: memory_bytes (nan when unknown)", scalar=True)
 
@@ -47,8 +48,8 @@ class Shape:
     head_dim: int
 
     def __post_init__(self):
-        for field in ("layers", "kv_heads", "head_dim"):
-            checks.whole(getattr(self, field), f"Shape.{field}", scalar=True)
+        for field in ("layers", "kv_heads", "head_dim"):  # stored as ints, whatever number type came in
+            object.__setattr__(self, field, checks.whole(getattr(self, field), f"Shape.{field}", scalar=True))
 
 
 def dtype_bytes(dtype) -> float:

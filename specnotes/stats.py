@@ -47,7 +47,7 @@ def chi2_test(samples, exact) -> ChiSquare:
     Both inputs are checked first, because a check that cannot fail is worse than none: no samples, or
     a reference with NaN in it, would otherwise read as p = 1 ("exact"). A sample the reference calls
     impossible (probability 0) gives p = 0 outright."""
-    exact = checks.distribution(exact, "exact")
+    exact = checks.distribution(exact, "exact").astype(np.float64)  # exact Fractions too: scipy needs floats
     if exact.ndim != 1:
         raise ValueError(f"exact must be one distribution over sequences (1-D), got shape {exact.shape}")
     samples = np.asarray(samples)
@@ -201,7 +201,7 @@ def samples_for_power(probs, shift: float, power: float = 0.9, level: float = FL
     that moves a fraction `shift` of the mass onto the likeliest cell (mixture (1 - shift) p + shift e):
     the noncentral chi-square with noncentrality n * sum((a - p)^2 / p) over cells of p > 0 (before the
     test pools its sparse cells, so a close guide rather than a promise)."""
-    p = checks.distribution(probs, "probs")
+    p = checks.distribution(probs, "probs").astype(np.float64)
     shift = checks.probability(shift, "shift", scalar=True)
     if not 0 < shift:
         raise ValueError("shift must be above 0: no sample size detects no change")
@@ -209,6 +209,9 @@ def samples_for_power(probs, shift: float, power: float = 0.9, level: float = FL
     alt = (1 - shift) * p
     alt[np.argmax(p)] += shift
     per_sample = float(((alt - p) ** 2 / p).sum())
+    if per_sample == 0:  # the shift is lost below float64's resolution (or probs has one cell)
+        raise ValueError(f"shift {shift:g} leaves probs unchanged in float64 (or probs has a single "
+                         "outcome): no sample size detects it; use a larger shift")
     df = p.size - 1
     critical = sps.chi2.isf(level, df)
     lo, hi = 1, 1
@@ -223,7 +226,7 @@ def samples_for_power(probs, shift: float, power: float = 0.9, level: float = FL
 def expected_tv_noise(exact, n) -> np.ndarray:
     """Expected TV distance of a *perfect* sampler's n-sample histogram from `exact` (normal
     approximation: E|count/n - p| = sqrt(2 p (1 - p) / (pi n)) per cell). Broadcasts over n."""
-    exact = checks.distribution(exact, "exact")
+    exact = checks.distribution(exact, "exact").astype(np.float64)
     n = np.asarray(checks.positive(n, "n"))[..., None]
     return (0.5 * np.sqrt(2 * exact * (1 - exact) / (np.pi * n)).sum(axis=-1))[()]
 

@@ -384,7 +384,7 @@ def depth_round(P, Qs):
 
 def stationary(P) -> np.ndarray:
     """(V,) the long-run token frequencies of the bigram target: the left eigenvector of P for 1."""
-    P = bigram(P, "P")
+    P = bigram(P, "P").astype(np.float64)  # exact Fractions too: eig computes in floats
     vals, vecs = np.linalg.eig(P.T)
     pi = np.real(vecs[:, np.argmin(np.abs(vals - 1))])
     return pi / pi.sum()
