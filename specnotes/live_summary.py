@@ -258,7 +258,8 @@ def _prediction(outputs, acc: Acceptance, costs, overhead: float, plain_tokens_p
     draft_s = sum(o.draft_seconds for o in outputs)
     predicted = theory.predicted_speedup(
         theory.position_alphas(lengths, judged, accepted, by_length=True), lengths, verify,
-        draft_cost=(draft_s / max(len(lengths), 1) + overhead) / step,
+        # the record keeps a negative overhead as measured; a round's cost cannot go below 0
+        draft_cost=max(draft_s / max(len(lengths), 1) + overhead, 0.0) / step,
         prefill=sum(c.prefill_s for c in costs) / step, n_tokens=tokens, prompts=len(outputs),
         plain=tokens / plain_tokens_per_s / step)
     alpha = acc.alpha if acc.judged else 0.0
