@@ -122,7 +122,7 @@ def exact_top_k(model, prompt, length: int, top_k: int, temperature: float = 1.0
 
     checks.prompt_ids(prompt, model.config.vocab_size, "prompt")
     length = checks.whole(length, "length", scalar=True)
-    top_k = checks.whole(top_k, "top_k", scalar=True)
+    top_k = min(checks.whole(top_k, "top_k", scalar=True), model.config.vocab_size)  # >= V: every token
     if top_k**length > 100_000:
         raise ValueError(f"top_k**length = {top_k}**{length} continuations is too many to enumerate")
     processing = Sampler(do_sample=True, temperature=temperature, top_k=top_k, seed=0,
