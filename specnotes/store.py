@@ -105,7 +105,8 @@ def make_folder(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise CorruptCacheError(f"{exc.filename} is a file where the model cache needs a folder ({path}): "
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), exc.filename)
+        raise CorruptCacheError(f"{blocker} is a file where the model cache needs a folder ({path}): "
                                 "move the file away, or point SPECNOTES_CACHE at another folder") from exc
     return path
 

@@ -426,6 +426,19 @@ def test_3_the_command_line_says_it_in_one_line_without_a_traceback(tmp_path):
     assert run.stderr.strip().count("\n") == 0 and "SPECNOTES_CACHE" in run.stderr, run.stderr
 
 
+@pytest.mark.xfail(strict=True, reason="needs write_cached to make its folder with store.make_folder(path.parent) in "
+                                       "place of path.parent.mkdir(parents=True, exist_ok=True) in specnotes/distill.py")
+def test_3_a_drafter_cache_file_under_a_file_names_the_setting(tmp_path, monkeypatch):
+    from specnotes import distill
+
+    bad = tmp_path / "plain-file"
+    bad.write_text("not a folder")
+    monkeypatch.setenv("SPECNOTES_CACHE", str(bad))
+    path = distill.cache_file("teacher", np.arange(4), "key", ".npz")  # what a trained drafter is kept as
+    with pytest.raises(store.CorruptCacheError, match="SPECNOTES_CACHE"):
+        distill.write_cached(path, b"arrays")
+
+
 @pytest.mark.xfail(strict=True, reason="needs vllm_python() to raise ServerError when $SPECNOTES_VLLM_PYTHON is "
                                        "not a file (`if not path.is_file():` in place of `if not path.exists():`) "
                                        "in specnotes/server.py")
