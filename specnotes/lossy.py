@@ -15,6 +15,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from specnotes import checks
+
 
 def _clip1(ratio):
     return ratio.clip(max=1) if not isinstance(ratio, np.ndarray) else np.minimum(ratio, 1)
@@ -29,8 +31,9 @@ class Threshold:
     name: ClassVar[str] = "threshold"
 
     def __post_init__(self):
-        if not 0 < self.tau < 1:
-            raise ValueError(f"tau must be in (0, 1) (1 is the exact rule), got {self.tau!r}")
+        tau = checks.probability(self.tau, "tau (1 is the exact rule)", low_open=True, high_open=True,
+                                 scalar=True)
+        object.__setattr__(self, "tau", tau)
 
     def acceptance(self, ratio):
         return (ratio >= self.tau) + (ratio < self.tau) * _clip1(ratio)
@@ -48,8 +51,7 @@ class Synthetic:
     name: ClassVar[str] = "synthetic"
 
     def __post_init__(self):
-        if not 0 <= self.rate <= 1:
-            raise ValueError(f"rate must be a probability in [0, 1], got {self.rate!r}")
+        object.__setattr__(self, "rate", checks.probability(self.rate, "rate", scalar=True))
 
     def acceptance(self, ratio):
         return _clip1(ratio) * 0 + self.rate
@@ -68,8 +70,7 @@ class TopKResidual:
     name: ClassVar[str] = "top-k-residual"
 
     def __post_init__(self):
-        if not isinstance(self.top, int) or self.top < 1:
-            raise ValueError(f"top must be a whole number >= 1, got {self.top!r}")
+        object.__setattr__(self, "top", checks.whole(self.top, "top", scalar=True))
 
     def acceptance(self, ratio):
         return _clip1(ratio)

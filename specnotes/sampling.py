@@ -17,7 +17,9 @@ class Sampler:
                  top_p: float | None = None, seed: int | None = None, device="cpu"):
         import torch
 
-        checks.sampling(do_sample, temperature, top_k, top_p, seed)
+        # the checked settings, as plain Python numbers (a Fraction or numpy scalar would reach torch raw)
+        do_sample, temperature, top_k, top_p, seed = checks.sampling(do_sample, temperature, top_k, top_p,
+                                                                     seed)
         self.do_sample, self.temperature, self.top_k, self.top_p = do_sample, temperature, top_k, top_p
         self.generator = torch.Generator(device=device)
         if seed is None:

@@ -90,17 +90,6 @@ def _xfail(case, change: str, file: str):
     return pytest.param(case, id=case.label, marks=pytest.mark.xfail(strict=True, reason=f"needs {change} in {file}"))
 
 
-SAMPLER_FIX = ("`do_sample, temperature, top_k, top_p, seed = checks.sampling(do_sample, temperature, top_k, "
-               "top_p, seed)` (use the checked values, not the raw ones) in Sampler.__init__", "specnotes/sampling.py")
-
-
-LOSSY_FIX = ("each knob's __post_init__ to keep the checked value: `object.__setattr__(self, 'tau', checks.probability("
-             "self.tau, 'tau (1 is the exact rule)', low_open=True, high_open=True, scalar=True))` in Threshold, "
-             "`object.__setattr__(self, 'rate', checks.probability(self.rate, 'rate', scalar=True))` in Synthetic, "
-             "`object.__setattr__(self, 'top', checks.whole(self.top, 'top', scalar=True))` in TopKResidual",
-             "specnotes/lossy.py")
-
-
 def check_same(case: Same):
     got, want = case.got(), case.want()
     if isinstance(want, (list, tuple)) and want and isinstance(want[0], (int, np.integer)):
@@ -175,19 +164,19 @@ TYPES = [
     Same("decode.plain_generate: max_new_tokens = np.int64", lambda: decode.plain_generate(TINY, IDS, np.int64(4)).tokens, lambda: decode.plain_generate(TINY, IDS, 4).tokens),
 ]
 NEEDS_CHANGES = [  # right answers that wait on a one-line change in a file this module's author does not own
-    _xfail(Same("engine.generate: temperature = Fraction", lambda: gen(do_sample=True, temperature=F7, seed=0), lambda: gen(do_sample=True, temperature=0.7, seed=0)), *SAMPLER_FIX),
-    _xfail(Same("engine.generate: seed = np.int64", lambda: gen(do_sample=True, seed=np.int64(3)), lambda: gen(do_sample=True, seed=3)), *SAMPLER_FIX),
-    _xfail(Same("engine.generate: seed = 0-d array", lambda: gen(do_sample=True, seed=np.array(3)), lambda: gen(do_sample=True, seed=3)), *SAMPLER_FIX),
-    _xfail(Same("engine.generate: top_k = np.float32 whole", lambda: gen(do_sample=True, top_k=np.float32(5), seed=0), lambda: gen(do_sample=True, top_k=5, seed=0)), *SAMPLER_FIX),
-    _xfail(Same("engine.generate: top_p = 0-d array", lambda: gen(do_sample=True, top_p=np.array(0.9), seed=0), lambda: gen(do_sample=True, top_p=0.9, seed=0)), *SAMPLER_FIX),
-    _xfail(Same("sampling.Sampler: temperature = 0-d array keeps float32 probs", lambda: [sampling.Sampler(True, np.array(0.7)).probs(torch.zeros(4)).dtype == torch.float32], lambda: [True]), *SAMPLER_FIX),
-    _xfail(Same("stats.exact_top_k: temperature = Fraction", lambda: stats.exact_top_k(TINY, IDS, 1, 5, F7)[1], lambda: stats.exact_top_k(TINY, IDS, 1, 5, 0.7)[1]), *SAMPLER_FIX),
-    _xfail(Same("lossy.Threshold: tau = Fraction", lambda: gen(rule=lossy.Threshold(Fraction(1, 2)), do_sample=True, seed=0), lambda: gen(rule=lossy.Threshold(0.5), do_sample=True, seed=0)), *LOSSY_FIX),
-    _xfail(Same("lossy.Threshold: tau = 0-d array", lambda: gen(rule=lossy.Threshold(np.array(0.5)), do_sample=True, seed=0), lambda: gen(rule=lossy.Threshold(0.5), do_sample=True, seed=0)), *LOSSY_FIX),
-    _xfail(Same("lossy.Synthetic: rate = Fraction", lambda: gen(rule=lossy.Synthetic(Fraction(7, 10)), do_sample=True, seed=0), lambda: gen(rule=lossy.Synthetic(0.7), do_sample=True, seed=0)), *LOSSY_FIX),
-    _xfail(Same("lossy.TopKResidual: top = np.int64", lambda: gen(rule=lossy.TopKResidual(np.int64(2)), do_sample=True, seed=0), lambda: gen(rule=lossy.TopKResidual(2), do_sample=True, seed=0)), *LOSSY_FIX),
-    _xfail(Same("decode.plain_generate: temperature = Fraction", lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=F7, seed=0).tokens, lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=0.7, seed=0).tokens), *SAMPLER_FIX),
-    _xfail(Same("decode.plain_generate: seed = np.int64", lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, seed=np.int64(3)).tokens, lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, seed=3).tokens), *SAMPLER_FIX),
+    Same("engine.generate: temperature = Fraction", lambda: gen(do_sample=True, temperature=F7, seed=0), lambda: gen(do_sample=True, temperature=0.7, seed=0)),
+    Same("engine.generate: seed = np.int64", lambda: gen(do_sample=True, seed=np.int64(3)), lambda: gen(do_sample=True, seed=3)),
+    Same("engine.generate: seed = 0-d array", lambda: gen(do_sample=True, seed=np.array(3)), lambda: gen(do_sample=True, seed=3)),
+    Same("engine.generate: top_k = np.float32 whole", lambda: gen(do_sample=True, top_k=np.float32(5), seed=0), lambda: gen(do_sample=True, top_k=5, seed=0)),
+    Same("engine.generate: top_p = 0-d array", lambda: gen(do_sample=True, top_p=np.array(0.9), seed=0), lambda: gen(do_sample=True, top_p=0.9, seed=0)),
+    Same("sampling.Sampler: temperature = 0-d array keeps float32 probs", lambda: [sampling.Sampler(True, np.array(0.7)).probs(torch.zeros(4)).dtype == torch.float32], lambda: [True]),
+    Same("stats.exact_top_k: temperature = Fraction", lambda: stats.exact_top_k(TINY, IDS, 1, 5, F7)[1], lambda: stats.exact_top_k(TINY, IDS, 1, 5, 0.7)[1]),
+    Same("lossy.Threshold: tau = Fraction", lambda: gen(rule=lossy.Threshold(Fraction(1, 2)), do_sample=True, seed=0), lambda: gen(rule=lossy.Threshold(0.5), do_sample=True, seed=0)),
+    Same("lossy.Threshold: tau = 0-d array", lambda: gen(rule=lossy.Threshold(np.array(0.5)), do_sample=True, seed=0), lambda: gen(rule=lossy.Threshold(0.5), do_sample=True, seed=0)),
+    Same("lossy.Synthetic: rate = Fraction", lambda: gen(rule=lossy.Synthetic(Fraction(7, 10)), do_sample=True, seed=0), lambda: gen(rule=lossy.Synthetic(0.7), do_sample=True, seed=0)),
+    Same("lossy.TopKResidual: top = np.int64", lambda: gen(rule=lossy.TopKResidual(np.int64(2)), do_sample=True, seed=0), lambda: gen(rule=lossy.TopKResidual(2), do_sample=True, seed=0)),
+    Same("decode.plain_generate: temperature = Fraction", lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=F7, seed=0).tokens, lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=0.7, seed=0).tokens),
+    Same("decode.plain_generate: seed = np.int64", lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, seed=np.int64(3)).tokens, lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, seed=3).tokens),
 ]
 
 TYPES_REFUSED = [
@@ -215,8 +204,8 @@ def test_1_a_number_of_another_type_answers_as_the_plain_number(case):
 
 
 TYPES_REFUSED_LATER = [
-    _xfail(Refused("lossy.TopKResidual: top = True (a bool is an int to isinstance)", lambda: lossy.TopKResidual(True), "top"), *LOSSY_FIX),
-    _xfail(Refused("lossy.Threshold: tau = text (was a raw '<' TypeError)", lambda: lossy.Threshold("0.5"), "tau"), *LOSSY_FIX),
+    Refused("lossy.TopKResidual: top = True (a bool is an int to isinstance)", lambda: lossy.TopKResidual(True), "top"),
+    Refused("lossy.Threshold: tau = text (was a raw '<' TypeError)", lambda: lossy.Threshold("0.5"), "tau"),
 ]
 
 

@@ -213,7 +213,9 @@ bad("mtp.train", "lam", POSITIVE_OR_ZERO, lambda v: mtp.train(lam=v, steps=1, pr
 # --------------------------------------------------------------------------- the engine and its drafters (02, 06, 07)
 
 bad("engine.generate", "max_new_tokens", WHOLE, lambda v: engine.generate(TINY, PromptLookup(), IDS, v))
-bad("engine.generate", "k", WHOLE, lambda v: engine.generate(TINY, PromptLookup(), IDS, 5, k=v))
+# k=None is no cap (each drafter's own length); every other bad k is refused
+bad("engine.generate", "k", {k: v for k, v in WHOLE.items() if k != "None"},
+    lambda v: engine.generate(TINY, PromptLookup(), IDS, 5, k=v))
 bad("engine.generate", "temperature", POSITIVE,
     lambda v: engine.generate(TINY, PromptLookup(), IDS, 5, do_sample=True, temperature=v))
 bad("engine.generate", "top_k", {k: v for k, v in WHOLE.items() if k != "None"}, lambda v: engine.generate(TINY, PromptLookup(), IDS, 5, do_sample=True, top_k=v))
