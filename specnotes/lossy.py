@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specnotes import checks
+from specnotes import checks, rules
 
 
 def _clip1(ratio):
@@ -111,7 +111,6 @@ def knob(rule):
 def toy_tables(rule, P, Q):
     """(accept, fix) (V, V) tables of a knob for toy.rejection_round: the accept probability of every
     (context, token) and the rows a rejection resamples from."""
-    from specnotes import rules
 
     k = knob(rule)
     P, Q = np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64)

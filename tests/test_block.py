@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specnotes import block, bugzoo, engine, lossy, rules, stats, toy, verify
+from specnotes import block, bugzoo, engine, lossy, paired, rules, stats, toy, verify
 from specnotes.drafters import DraftModel, PromptLookup
 from specnotes.sampling import Sampler
 
@@ -233,9 +233,9 @@ def test_kept_given_draft_is_the_enumerations_expectation():
 
 
 def test_paired_kept_prices_each_round_under_both_rules(tiny):
-    pairs_ = block.paired_kept(tiny.small_target, lambda: DraftModel(tiny.small_draft), [tiny.small_prompt],
+    pairs_ = paired.paired_kept(tiny.small_target, lambda: DraftModel(tiny.small_draft), [tiny.small_prompt],
                                12, k=3, seed=0)
     assert pairs_.shape[1] == 2 and len(pairs_) >= 2
     assert np.all((pairs_ >= 0) & (pairs_ <= 3))
     with pytest.raises(ValueError, match="needs drafts with q"):
-        block.paired_kept(tiny.small_target, PromptLookup, [tiny.small_prompt], 8, k=3)
+        paired.paired_kept(tiny.small_target, PromptLookup, [tiny.small_prompt], 8, k=3)

@@ -37,10 +37,10 @@ from specnotes import (
 )
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
-from specnotes.drafters.eagle import new_model
-from specnotes.drafters.early_exit import exit_model
-from specnotes.drafters.medusa import new_heads
 from specnotes.surgery import student
+from specnotes.training.eagle import new_model
+from specnotes.training.early_exit import exit_model
+from specnotes.training.medusa import new_heads
 from tests.notebook_utils import ROOT, cells, source
 from tests.virtual_device import VIRTUAL, is_virtual, virtual_device
 
@@ -154,7 +154,7 @@ def test_the_trained_drafters_follow_the_real_target_to_its_device_and_dtype(rea
     """The committed weights load into drafters around the real 135M model on meta (no data moves)."""
     import copy
 
-    from specnotes.drafters import load_distilled_draft
+    from specnotes.training.distilled import load_distilled_draft
 
     target = copy.deepcopy(real[0]).to("meta", dtype)
     built = {"medusa": Medusa(target), "eagle-lite": EagleLite(target),
@@ -227,7 +227,7 @@ def test_ids_left_on_the_cpu_are_caught_a_planted_bug(tokenizer, monkeypatch):
 
 def test_a_module_built_on_the_cpu_is_caught(tokenizer, monkeypatch):
     """Plant the other kind: Medusa heads cast to the target's dtype but left on the CPU."""
-    from specnotes.drafters import medusa
+    from specnotes.training import medusa
 
     target, _ = wide_pair()
     ids = prompt_ids(tokenizer, TEXT)
@@ -350,10 +350,10 @@ def test_the_batch_grid_and_numerics_run_on_a_second_device_and_in_16_bits(where
 def test_each_drafter_trains_on_a_second_device_and_in_16_bits(where, monkeypatch, tmp_path):
     """Quick training of all four trained drafters: in fp32 beside the target, then cast to its dtype and
     left on its device; the target itself is untouched."""
-    from specnotes.drafters.distilled import train_distilled_draft
-    from specnotes.drafters.eagle import train_eagle
-    from specnotes.drafters.early_exit import train_exit_adapter
-    from specnotes.drafters.medusa import train_medusa
+    from specnotes.training.distilled import train_distilled_draft
+    from specnotes.training.eagle import train_eagle
+    from specnotes.training.early_exit import train_exit_adapter
+    from specnotes.training.medusa import train_medusa
 
     monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))  # the teacher caches of a throwaway target
     dtype = where if where in HALF else torch.float32

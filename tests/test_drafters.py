@@ -23,8 +23,8 @@ from specnotes.drafters import (
     PromptLookup,
     Suffix,
     Wrapper,
-    load_distilled_draft,
 )
+from specnotes.training.distilled import load_distilled_draft
 from tests.conftest import TREES, WITH_Q, make_drafter
 
 # --------------------------------------------------------------------------- the registry, every drafter
@@ -279,7 +279,7 @@ def test_k_caps_eagle_lite_and_medusas_tree_depth(tiny):
 
 
 def test_medusa_refuses_a_tree_deeper_than_its_heads(tiny):
-    from specnotes.drafters.medusa import new_heads
+    from specnotes.training.medusa import new_heads
 
     with pytest.raises(ValueError, match="widths"):
         Medusa(tiny.target, heads=new_heads(tiny.target, 2), widths=(2, 2, 2))
@@ -335,7 +335,7 @@ def test_the_trained_drafters_beat_their_untrained_starting_points(real):
     """Training did something: on held-out free-form prompts the trained exit accepts more than the raw
     exit, the distilled draft accepts a real share of its drafts, and the committed EagleLite's one guess
     per round is accepted far more often than an untrained one's (the confidence gate raises α further)."""
-    from specnotes.drafters.eagle import new_model
+    from specnotes.training.eagle import new_model
 
     model, tokenizer = real
     heldout = prompts.prompt_set("heldout")
@@ -364,7 +364,7 @@ def _random_windows(n=12, length=24, seed=0):
 
 
 def test_medusa_and_eagle_training_lower_their_loss_and_leave_the_target_alone(tiny, tmp_path, monkeypatch):
-    from specnotes.drafters import eagle, medusa
+    from specnotes.training import eagle, medusa
 
     monkeypatch.setenv("SPECNOTES_CACHE", str(tmp_path))
     before = {n: p.clone() for n, p in tiny.target.state_dict().items()}

@@ -55,7 +55,7 @@ TEXTS = {
 def the_models(device, dtype, tiny: bool):
     """(target, tokenizer, draft): the offline 135M model and its distilled draft, or tiny random ones
     with the real tokenizer's vocabulary."""
-    from specnotes.drafters import load_distilled_draft
+    from specnotes.training.distilled import load_distilled_draft
 
     if tiny:
         tokenizer = models.load(device="cpu")[1]

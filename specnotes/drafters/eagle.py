@@ -10,7 +10,9 @@ specnotes.training.eagle.
 
 from __future__ import annotations
 
+from specnotes import checks
 from specnotes.drafters.base import Draft, Drafter
+from specnotes.placement import device_of
 from specnotes.training.eagle import VOCAB, load_eagle, scored_tokens
 
 
@@ -33,7 +35,6 @@ class EagleLite(Drafter):
         tokens) is at least this; a round can then draft nothing and costs one plain target step.
         sampled: when the engine samples, draw each guess from the draft's distribution (processed as the
         target's is) and report it as q, instead of drafting the argmax as a point mass."""
-        from specnotes import checks
 
         if not isinstance(sampled, bool):
             raise TypeError(f"sampled must be True or False, got {sampled!r}")
@@ -56,8 +57,6 @@ class EagleLite(Drafter):
         ids = scored_tokens(target, vocab)
         if ids is not None:
             import torch
-
-            from specnotes.placement import device_of
 
             ids = torch.as_tensor(ids, device=device_of(self.model))
             self.subset = (ids, self.model.body.lm_head.weight[ids].detach())

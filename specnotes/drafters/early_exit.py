@@ -7,7 +7,7 @@ that. Notebook 06.
 
 from __future__ import annotations
 
-from specnotes import weights
+from specnotes import checks, weights
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.training.early_exit import exit_model, load_exit_adapter
 
@@ -25,8 +25,6 @@ class EarlyExit(DraftModel):
 
     def __init__(self, target, n_layers: int = 4, adapter=None, rank: int = 64,
                  quick_seconds: float = 20.0, k: int = 5):
-        from specnotes import checks
-
         self.n_layers = n_layers = checks.whole(n_layers, "n_layers", high=target.config.num_hidden_layers,
                                                 scalar=True)
         rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)

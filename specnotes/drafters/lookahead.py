@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes import checks
 from specnotes.drafters.base import Draft, Drafter
 
 
@@ -25,8 +26,6 @@ class Lookahead(Drafter):
     needs = frozenset({"predictions"})
 
     def __init__(self, n: int = 3, window: int = 4, max_tokens: int = 16, seed: int = 0):
-        from specnotes import checks
-
         n = checks.whole(n, "n (the n-gram length)", low=2, scalar=True)
         window = checks.whole(window, "window", low=0, scalar=True)
         max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)

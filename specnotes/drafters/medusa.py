@@ -11,6 +11,7 @@ weights are specnotes.training.medusa.
 
 from __future__ import annotations
 
+from specnotes import checks, tree
 from specnotes.drafters.base import Draft, Drafter
 from specnotes.training.medusa import load_medusa_heads
 
@@ -26,8 +27,6 @@ class Medusa(Drafter):
     drafts_trees = True
 
     def __init__(self, target, heads="trained", widths=(3, 2, 2), n_heads: int = 3):
-        from specnotes import checks, tree
-
         if isinstance(heads, str) and heads != "trained":
             raise ValueError(f"heads must be 'trained', or heads from new_heads/train_medusa, got {heads!r}")
         self.heads = load_medusa_heads(target, n_heads) if heads == "trained" else heads
@@ -49,8 +48,6 @@ class Medusa(Drafter):
 
     def propose(self, tokens: list[int], k: int, sampler) -> Draft:
         import torch
-
-        from specnotes import tree
 
         if self.state is None:  # the first round: the prompt pass has not produced any states yet
             return Draft([])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes import checks
 from specnotes.drafters.base import Draft, Drafter
 
 
@@ -32,8 +33,6 @@ class PromptLookup(Drafter):
 
     def __init__(self, max_ngram: int = 4, num_tokens: int = 10, adaptive: bool = True,
                  min_tokens: int = 2, max_tokens: int = 32, grow: int = 8, weak_ngram: int = 2):
-        from specnotes import checks
-
         max_ngram = checks.whole(max_ngram, "max_ngram", scalar=True)
         max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
         num_tokens = checks.whole(num_tokens, "num_tokens", high=max_tokens, scalar=True)

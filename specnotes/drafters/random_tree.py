@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from specnotes import checks, tree
 from specnotes.drafters.base import Draft, Drafter
 
 
@@ -14,16 +15,12 @@ class RandomTree(Drafter):
     drafts_trees = True
 
     def __init__(self, vocab: int, widths=(3, 2, 1), seed: int = 0):
-        from specnotes import checks
-
         vocab = checks.whole(vocab, "vocab", scalar=True)
         widths = [checks.whole(w, "widths (each at most vocab)", high=vocab, scalar=True) for w in widths]
         self.vocab, self.widths = vocab, tuple(widths)
         self.rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
 
     def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        from specnotes import tree
-
         candidates = [self.rng.permutation(self.vocab)[:w].tolist() for w in self.widths]
         t = tree.static_tree(candidates, tree.default_choices(self.widths)).cut(k)
         return Draft(t.tokens, None, t.parents)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from specnotes import checks
 from specnotes.drafters.base import Draft, Drafter
 
 
@@ -63,8 +64,6 @@ class Suffix(Drafter):
 
     def __init__(self, max_match: int = 12, max_tokens: int = 24, factor: float = 2.0, min_prob: float = 0.3,
                  remember: bool = True):
-        from specnotes import checks
-
         max_match = checks.whole(max_match, "max_match", scalar=True)
         max_tokens = checks.whole(max_tokens, "max_tokens", scalar=True)
         factor = checks.positive(factor, "factor", scalar=True)
