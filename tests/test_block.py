@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specnotes import block, bugzoo, engine, lossy, paired, rules, stats, toy, verify
+from specnotes import block, bugzoo, engine, lossy, paired, rules, stats, timing, toy, verify
 from specnotes.drafters import DraftModel, PromptLookup
 from specnotes.sampling import Sampler
 
@@ -216,9 +216,10 @@ def test_bad_rules_are_refused_with_a_reason(tiny):
         engine.generate(tiny.target, PromptLookup(), tiny.prompt, 4, rule=lossy.Threshold(0.3))
     from tests.conftest import make_drafter
 
-    with pytest.raises(ValueError, match="drafted a tree"):
+    with timing.CountCalls(tiny.target) as passes, pytest.raises(ValueError, match="judges chain drafts"):
         engine.generate(tiny.target, make_drafter("random tree", tiny.target), tiny.prompt, 4,
                         do_sample=True, seed=0, rule="block")
+    assert passes.n == 0  # refused at start(), before any drafter ran or any pass
 
 
 def test_kept_given_draft_is_the_enumerations_expectation():

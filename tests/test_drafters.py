@@ -196,13 +196,14 @@ def test_prompt_lookup_grows_after_full_acceptance_and_shrinks_after_a_miss():
     lookup = PromptLookup(num_tokens=4, grow=4, max_tokens=12)
     tokens = list(range(20)) * 3
     lookup.reset(tokens)
-    draft = lookup.propose(tokens, k=1, sampler=None).tokens
-    assert len(draft) == 4  # its own length, not the engine's k
+    draft = lookup.propose(tokens, k=50, sampler=None).tokens
+    assert len(draft) == 4  # its own length, under the cap k
+    assert lookup.propose(tokens, k=3, sampler=None).tokens == draft[:3]  # and never past the cap
     lookup.update(feedback(tokens, len(tokens), draft, 4))
-    draft = lookup.propose(tokens, k=1, sampler=None).tokens
+    draft = lookup.propose(tokens, k=50, sampler=None).tokens
     assert len(draft) == 8
     lookup.update(feedback(tokens, len(tokens), draft, 1))
-    assert len(lookup.propose(tokens, k=1, sampler=None).tokens) == 2
+    assert len(lookup.propose(tokens, k=50, sampler=None).tokens) == 2
 
 
 def test_suffix_trie_counts_every_substring_like_brute_force():
