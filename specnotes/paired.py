@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import block, engine
-from specnotes.drafters.base import Wrapper
+from specnotes.drafters.base import Recorder
 from specnotes.sampling import Sampler
 
 
@@ -19,16 +19,6 @@ def paired_kept(target, make_drafter, prompts, max_new_tokens: int, k: int, temp
     priced under both rules by one extra target pass over the round's context and draft. The drafter
     must report q (a draft model, EagleLite(sampled=True)); prompts: (1, T) id tensors."""
     import torch
-
-    class Recorder(Wrapper):
-        def __init__(self, inner):
-            super().__init__(inner)
-            self.drafts = []
-
-        def propose(self, tokens, k, sampler):
-            draft = self.inner.propose(tokens, k, sampler)
-            self.drafts.append((list(tokens), draft))
-            return draft
 
     processing = Sampler(do_sample=True, temperature=temperature)
     out = []

@@ -99,3 +99,17 @@ class Wrapper(Drafter):
 
     def update(self, feedback: Feedback) -> None:
         self.inner.update(feedback)
+
+
+class Recorder(Wrapper):
+    """The inner drafter, with every round's (context, draft) kept in `drafts`: what it proposed, and from
+    what (the registry reads drafters' traits from them, paired_kept prices them)."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.drafts: list[tuple[list[int], Draft]] = []
+
+    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+        draft = self.inner.propose(tokens, k, sampler)
+        self.drafts.append((list(tokens), draft))
+        return draft

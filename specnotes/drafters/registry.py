@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from specnotes import engine
-from specnotes.drafters.base import Drafter, Wrapper
+from specnotes.drafters.base import Drafter, Recorder
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.drafters.eagle import EagleLite
 from specnotes.drafters.early_exit import EarlyExit
@@ -122,22 +122,9 @@ class Traits(NamedTuple):
     is_tree: bool  # it declares that it drafts trees (Drafter.drafts_trees)
 
 
-class _Watch(Wrapper):
-    """Keeps every draft the inner drafter proposes."""
-
-    def __init__(self, inner):
-        super().__init__(inner)
-        self.drafts = []
-
-    def propose(self, tokens, k, sampler):
-        draft = self.inner.propose(tokens, k, sampler)
-        self.drafts.append(draft)
-        return draft
-
-
 def traits(drafter: Drafter, target, input_ids, max_new_tokens: int = 8, k: int = 3) -> Traits:
     """What a drafter is, read from the drafter: a short sampled generation on `target` (seed 0) whose
     drafts say whether it reports q, and its declared drafts_trees."""
-    watch = _Watch(drafter)
+    watch = Recorder(drafter)
     engine.generate(target, watch, input_ids, max_new_tokens, k=k, do_sample=True, seed=0, eos_token_id=-1)
-    return Traits(any(d.q is not None for d in watch.drafts), bool(drafter.drafts_trees))
+    return Traits(any(d.q is not None for _, d in watch.drafts), bool(drafter.drafts_trees))
