@@ -13,6 +13,7 @@ plain HTTP (httpx); this process never imports vllm.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
 from typing import NamedTuple
@@ -111,8 +112,6 @@ def _run(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    import concurrent.futures
-
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 

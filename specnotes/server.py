@@ -12,6 +12,7 @@ server died (its log's last lines), or the model is not a local folder (the hub 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import signal
@@ -45,15 +46,14 @@ def vllm_python(venv: Path | str | None = None) -> Path:
     one when it has vllm itself (Colab after `pip install vllm`)."""
     if os.environ.get("SPECNOTES_VLLM_PYTHON"):
         path = Path(os.environ["SPECNOTES_VLLM_PYTHON"])
-        if not path.exists():
-            raise ServerError(f"SPECNOTES_VLLM_PYTHON={path} does not exist")
+        if not path.is_file():
+            raise ServerError(f"SPECNOTES_VLLM_PYTHON={path} is not a Python executable: point it at the "
+                              "python of an environment with vLLM (as .venv-vllm/bin/python), or unset it")
         return path
     folder = Path(venv) if venv is not None else VENV
     for path in (folder / "bin" / "python", folder / "Scripts" / "python.exe"):
         if path.exists():
             return path
-    import importlib.util
-
     if venv is None and importlib.util.find_spec("vllm") is not None:
         return Path(sys.executable)
     raise ServerError(f"no vLLM environment at {folder}: run `make vllm` in the repository root (it builds "
@@ -135,6 +135,7 @@ class Server:
         port = checks.whole(port, "port", low=1, high=65535, scalar=True)
         self.port, self.timeout, self.kv_cache_gib, self.options = port, timeout, kv_cache_gib, options
         self.python = Path(python) if python is not None else vllm_python()
+        self._log_in_tmpdir = log is None
         self.log = Path(log) if log is not None else Path(os.environ.get("TMPDIR", "/tmp")) / (
             f"specnotes-vllm-{port}.log")
         self.process: subprocess.Popen | None = None
@@ -185,9 +186,15 @@ class Server:
             raise ServerError(f"port {self.port} on 127.0.0.1 is busy (another server, or one left from "
                               f"an earlier run): pick another, Server(..., port={free_port()})")
         args = server_args(self.model, self.port, self.speculative, **self.options)
-        self.log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            out = open(self.log, "wb")  # closed by the with block below
+        except OSError as e:
+            fix = ("TMPDIR must name a writable folder (the server's log goes there), or pass Server(..., "
+                   "log=path)" if self._log_in_tmpdir else "log must name a file in a writable folder")
+            raise ServerError(f"cannot write the server's log {self.log} ({e.strerror}): {fix}") from None
         t0 = time.perf_counter()
-        with open(self.log, "wb") as out:
+        with out:
             # its own session, so stop() ends the API server, its engine core and workers together
             self.process = subprocess.Popen([str(self.python), *ENTRY, *args], stdout=out,
                                             stderr=subprocess.STDOUT, env=self._env(), start_new_session=True)

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from specnotes import checks
+from specnotes import passes as pass_fns  # by module, so a test can stand in for forward_pass
+from specnotes.env import progress_bar
+from specnotes.placement import device_of
 
 
 def sync(device) -> None:
@@ -82,10 +85,6 @@ def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progre
     cache. CUDA is synchronized around each pass."""
     import torch
 
-    from specnotes.env import progress_bar
-    from specnotes.passes import crop, forward_pass
-    from specnotes.placement import device_of
-
     tqdm = progress_bar()
 
     repeats = checks.whole(repeats, "repeats", scalar=True)
@@ -102,12 +101,12 @@ def pass_times(model, passes: Mapping, repeats: int = 5, warmup: int = 1, progre
             for name, p in passes.items():
                 sync(device)
                 start = time.perf_counter()
-                forward_pass(model, p.ids, p.cache, keep=p.keep)
+                pass_fns.forward_pass(model, p.ids, p.cache, keep=p.keep)
                 sync(device)
                 if rep >= 0:
                     runs[name].append(time.perf_counter() - start)
                 if p.cache is not None:
-                    crop(p.cache, p.ids.shape[1])
+                    pass_fns.crop(p.cache, p.ids.shape[1])
     return {name: Timing(np.asarray(seconds)) for name, seconds in runs.items()}
 
 
@@ -116,8 +115,6 @@ def random_ids(model, shape, generator):
     the time of a pass, only their number does)."""
     import torch
 
-    from specnotes.placement import device_of
-
     return torch.randint(model.config.vocab_size, tuple(shape), generator=generator).to(device_of(model))
 
 
@@ -125,10 +122,8 @@ def cache_of(model, ids):
     """The KV cache of one pass over `ids` (B, T): the context a timed pass then runs on."""
     import torch
 
-    from specnotes.passes import forward_pass
-
     with torch.inference_mode():
-        return forward_pass(model, ids, keep=1)[1]
+        return pass_fns.forward_pass(model, ids, keep=1)[1]
 
 
 def time_forward(model, context: int = 64, tokens: int = 1, repeats: int = 7, warmup: int = 2) -> Timing:
@@ -207,9 +202,6 @@ def round_robin(model, modes: dict, prompts: dict, samplings=("greedy", "sample"
     (lazy set-up, the allocator, transformers' generation config): a mode's first run is not a sample of
     its speed, and a whole warm-up round over every prompt would only add minutes. `device` (the one to
     synchronize) defaults to the model's."""
-    from specnotes.env import progress_bar
-    from specnotes.placement import device_of
-
     tqdm = progress_bar()
 
     device = device_of(model) if device is None else device

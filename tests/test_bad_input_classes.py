@@ -428,9 +428,6 @@ def test_3_a_drafter_cache_file_under_a_file_names_the_setting(tmp_path, monkeyp
         distill.write_cached(path, b"arrays")
 
 
-@pytest.mark.xfail(strict=True, reason="needs vllm_python() to raise ServerError when $SPECNOTES_VLLM_PYTHON is "
-                                       "not a file (`if not path.is_file():` in place of `if not path.exists():`) "
-                                       "in specnotes/server.py")
 def test_3_a_vllm_python_that_is_a_folder_is_named(tmp_path, monkeypatch):
     from specnotes import server
 

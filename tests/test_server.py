@@ -155,6 +155,23 @@ def test_a_missing_environment_says_make_vllm(tmp_path, monkeypatch):
         server.vllm_python(tmp_path / "no-such-venv")
 
 
+@pytest.mark.parametrize("kind", ["a file", "a file's child"])
+def test_a_tmpdir_that_cannot_hold_the_log_names_tmpdir(fake_vllm, tmp_path, monkeypatch, kind):
+    plain_file = tmp_path / "plain-file"
+    plain_file.write_text("not a folder")
+    monkeypatch.setenv("TMPDIR", str(plain_file if kind == "a file" else plain_file / "tmp"))
+    s = server.Server(fake_vllm, python=sys.executable, timeout=30)
+    with pytest.raises(server.ServerError, match="TMPDIR must name a writable folder"):
+        s.start()
+    assert s.process is None and not s.running
+
+
+def test_a_log_that_cannot_be_written_names_log(fake_vllm, tmp_path):
+    (tmp_path / "server.log").mkdir()  # a folder where the log file should go
+    with pytest.raises(server.ServerError, match="log must name a file"):
+        make(fake_vllm, tmp_path).start()
+
+
 def test_load_counts_every_token_of_multi_token_chunks(fake_vllm, tmp_path):
     with make(fake_vllm, tmp_path) as s:
         load = loadgen.run_load(s.url, [[5, 6], [7], [8, 9, 10]], concurrency=2, max_tokens=7)

@@ -4,8 +4,9 @@
 
 Runs plain greedy decoding and each (k, min_confidence) setting back to back on the six validation prompts
 (prompts.json's "validation": free-form, in no training set and not held out) and prints α, tokens per
-target pass and the wall-clock speedup. drafter_table.EAGLE_GATE holds the setting this picked; the held-out
-table (notebook 06, `make bench`) then measures it on prompts that took no part in the choice.
+target pass and the wall-clock speedup. registry.EAGLE_GATE (specnotes/drafters/registry.py) holds the
+setting this picked; the held-out table (notebook 06, `make bench`) then measures it on prompts that took no
+part in the choice.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from specnotes import drafter_table, models
-from specnotes.drafters import EagleLite
+from specnotes.drafters import EagleLite, registry
 from specnotes.prompts import prompt_set
 from specnotes.training.eagle import load_eagle
 
@@ -34,6 +35,7 @@ def main(max_new_tokens: int = 64) -> int:
         if r.kind == "all":
             print(f"  {r.drafter:<16} α {r.alpha:.2f}  tokens/pass {r.tokens_per_call:.2f}  "
                   f"speedup {r.speedup:.2f}x")
+    print(f"the gate in use now: registry.EAGLE_GATE = {registry.EAGLE_GATE}")
     return 0
 
 
