@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks, theory
-from specnotes.drafters.base import Draft, Wrapper
+from specnotes.drafters.base import Draft, Wrapper, capped
 
 
 def _check_round(drafted, accepted) -> None:
@@ -153,8 +153,8 @@ class AdaptiveK(Wrapper):
         self.schedule.reset()
         self.drafter.reset(prompt)
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        own = min(self.schedule.next_k(), k)  # the schedule's k, under the engine's cap
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
+        own = capped(self.schedule.next_k(), k)  # the schedule's k, under the engine's cap
         return self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([])
 
     def update(self, feedback) -> None:

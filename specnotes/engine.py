@@ -32,7 +32,8 @@ class Round:
     #                         None when the round ended on an EOS among the accepted drafts
     cache_len: int  # target KV-cache length after the rollback
     at: float = 0.0  # seconds since the generation started when this round's tokens were ready
-    size: int | None = None  # tokens the drafter proposed (a tree: its nodes); None: len(drafted)
+    size: int | None = None  # tokens the drafter proposed, after the cut to the cap (a tree: its nodes;
+    #                         drafted, a tree's judged line, is shorter); None: len(drafted)
 
     def __post_init__(self):
         if self.size is None:
@@ -128,7 +129,7 @@ class Decoding:
 
     @property
     def done(self) -> bool:
-        return self.stopped_on_eos or self.room < 0
+        return self.stopped_on_eos or len(self.tokens) - self.prompt_len >= self.max_new_tokens
 
     def result(self) -> Result:
         return Result(self.new, list(self.trace), self.stopped_on_eos)
@@ -140,8 +141,9 @@ def start(target, drafter, input_ids, max_new_tokens: int, k: int | None = None,
     """Check every setting, choose the verification rule, reset the drafter, and return the state before
     the first round.
 
-    k: the most tokens a drafter may propose per round (a tree drafter: the deepest level); None leaves
-    each drafter to its own length policy (DraftModel's k, PromptLookup's adaptive length, ...).
+    k: the most tokens a drafter may propose per round (a tree drafter: the deepest level); None sets no
+    cap and leaves each drafter to its own length (PromptLookup's adaptive length; a DraftModel given no
+    k of its own drafts 5).
     eos_token_id: an id or a list of them; None takes the model's generation config; -1 (or []) never
     stops. rule: a name in RULES ("exact", the default, is the rejection rule; for trees the multi-candidate
     rule), a specnotes.lossy knob with its own setting, such as lossy.Threshold(0.3), or a verify.Verifier."""
@@ -206,40 +208,42 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
     if state.done:
         raise ValueError("this generation is finished (max_new_tokens reached or an EOS emitted); "
                          "start() a new one")
-    seq, room, before, n_prompt = state.tokens, state.room, len(state.tokens), len(state.uncached)
-    limit = room if state.k is None else min(state.k, room)
+    seq, room, before, n_uncached = state.tokens, state.room, len(state.tokens), len(state.uncached)
+    cap = None if state.k is None else min(state.k, room)  # None: the drafter's own length
     with torch.inference_mode():
-        # 1. draft: the drafter guesses up to `limit` tokens (a tree: that many levels); seq is read-only
-        draft = drafter.propose(seq, limit, state.sampler) if limit else Draft([])
-        # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the tokens left
-        drafted, q, tree = _checked(draft, drafter, target.config.vocab_size, state.sampler.do_sample, room)
+        # 1. draft: the drafter guesses up to `cap` tokens (a tree: that many levels); seq is read-only
+        draft = drafter.propose(seq, cap, state.sampler) if room else Draft([])
+        # 2. trust nothing: check the ids (and q, and the tree) and cut the draft to the cap and the room
+        drafted, q, tree = _checked(draft, drafter, target.config.vocab_size, state.sampler.do_sample,
+                                    room if cap is None else cap)
         # 3. verify: ONE target pass over [last token, drafts or tree nodes] (round 1: the prompt first)
-        start_len = (0 if state.cache is None else state.cache.get_seq_length()) + n_prompt
+        start_len = (0 if state.cache is None else state.cache.get_seq_length()) + n_uncached
         ids = [*state.uncached, seq[-1], *drafted]
-        logits, hidden, state.cache = verify.verify_pass(target, state.cache, ids, tree, n_prompt,
+        logits, hidden, state.cache = verify.verify_pass(target, state.cache, ids, tree, n_uncached,
                                                          hidden="states" in drafter.needs)
         state.uncached = []
         # 4. accept: the rule keeps a prefix (a tree: a branch) and picks the target's own next token
         path, nxt = state.verifier.judge(logits, drafted, q, tree, state.sampler)
         # 5. keep the accepted keys and values: the root and the accepted nodes (a chain: a crop)
         verify.compact(state.cache, start_len, [0, *(i + 1 for i in path)])
-        judged = drafted if tree is None else [tree.tokens[i] for i in tree.line(path)]
-        accepted, emitted = len(path), [*judged[:len(path)], nxt]
+        line = drafted if tree is None else [tree.tokens[i] for i in tree.line(path)]  # what was judged
+        accepted, emitted = len(path), [*line[:len(path)], nxt]
         # 6. stop at EOS: an accepted draft that is an EOS ends the generation, nothing after it counts
         cut = next((i for i, t in enumerate(emitted) if t in state.eos), None)
         if cut is not None:
             state.stopped_on_eos = True
-            if cut < accepted:  # keep the root and the drafts up to the EOS
+            if cut < accepted:  # keep the root and the drafts before the EOS (the EOS stays uncached)
                 verify.compact(state.cache, start_len, list(range(cut + 1)))
-                emitted, judged, accepted, nxt = emitted[:cut + 1], judged[:cut + 1], cut + 1, None
+                emitted, line, accepted, nxt = emitted[:cut + 1], line[:cut + 1], cut + 1, None
         seq += emitted
         # 7. tell the drafter what the pass taught (predictions and states only when it asks)
         predictions = logits.argmax(-1).tolist() if "predictions" in drafter.needs else None
-        rows = [*range(n_prompt + 1), *(n_prompt + 1 + i for i in path[:accepted])]  # the committed ones
+        # the rows whose logits chose this round's tokens: the prompt, the root, the kept drafts (not an EOS)
+        rows = [*range(n_uncached + 1), *(n_uncached + 1 + i for i in path[:len(emitted) - 1])]
         states = None if hidden is None else hidden[rows]
-        drafter.update(Feedback(seq, before, list(judged), accepted, predictions, states))
+        drafter.update(Feedback(seq, before, list(line), accepted, predictions, states))
     # 8. record the round
-    record = Round(judged, accepted, nxt, state.cache.get_seq_length(), time.perf_counter() - state.started,
+    record = Round(line, accepted, nxt, state.cache.get_seq_length(), time.perf_counter() - state.started,
                    len(drafted))
     state.trace.append(record)
     return record

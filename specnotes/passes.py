@@ -1,5 +1,5 @@
-"""Target passes over a KV cache, and the cache edits after them: the one place that speaks
-transformers' model and cache API (the forward signature, the cache argument's name, crop, layers).
+"""Plain passes over a KV cache and the shims over transformers' model and cache API (the forward
+signature, the cache argument's name, crop), which specnotes.verify's round pass and compaction use too.
 
 - forward_pass: any causal pass (prefill, one decode step, a draft model's steps);
 - crop: drop the last positions' keys and values.

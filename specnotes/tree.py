@@ -1,5 +1,5 @@
 """Candidate trees: many continuations checked in one target pass (specnotes.engine runs the round,
-specnotes.passes the pass and the KV compaction). Notebook 06 (part 2) uses them for Medusa heads.
+specnotes.verify the pass, the walks and the KV compaction). Notebook 06 (part 2) uses them for Medusa heads.
 
 A round's tree hangs from the root, the last committed token (not yet in the KV cache). Each node is one
 candidate token whose parent is the token before it. The whole tree goes through the target as ONE pass:

@@ -7,7 +7,11 @@ shapes it judges and whether it is exact. RULES names every rule engine.generate
 choose() is what engine.start calls, once per generation. The numpy twins for the toy are specnotes.rules
 and specnotes.block; notebooks 02-06 run these through the engine.
 
-To add a rule: write one Verifier subclass here and add one line to RULES.
+To add a rule: write one Verifier subclass here and add one line to RULES. Its `exact` says whether the
+output keeps the target's distribution (RULES' non-exact names are LOSSY, refused under greedy), its
+`trees` whether it also judges tree drafts (then write tree() too). The engine calls judge(), which hands
+a chain to chain() and a tree to tree(). Greedy decoding always runs Greedy: any exact rule reduces to it
+when nothing is sampled. A Verifier object can also be passed as rule= directly.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from specnotes import lossy, sampling
 from specnotes import tree as trees
 from specnotes.passes import accepts_logits_to_keep, cache_kwarg, cache_length, crop, returned_cache
 from specnotes.placement import device_of, dtype_of
-from specnotes.tree import Tree, chain
+from specnotes.tree import Tree
 
 
 def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_uncached: int = 0,
@@ -31,7 +35,9 @@ def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_un
     n_uncached, V) after the last token and after each draft/node, hidden states (len(tokens), d) after the
     final norm or None, the cache now holding them all).
 
-    A chain is an ordinary causal pass; only a real tree gets the tree attention mask and depth positions
+    A chain is an ordinary causal pass through the model's own forward (so a hook on the target counts it,
+    and with hidden=True the last of its hidden states, after the final norm, comes back: the rows a
+    feature drafter reads); only a real tree gets the tree attention mask and depth positions
     (specnotes.tree.mask), so each node sees the cache, the prompt, the root and its own ancestors. The first
     round also carries the prompt (n_uncached: every prompt token but the last), so the prompt pass verifies
     the first draft too, as transformers' assisted generation does."""
@@ -169,7 +175,8 @@ class TokenWise(Verifier):
 class Block(Verifier):
     """Block verification (Sun et al. 2025; the numpy twin and its derivation: specnotes.rules.verify_block):
     judges the draft jointly and keeps the longest prefix whose coin passed. Exact, chains only.
-    longest=False plants the mistake the tests must catch: stop at the first failing coin."""
+    longest=False plants the mistake the tests must catch: stop at the first failing coin (no longer exact,
+    though it still says exact: a planted bug does not announce itself)."""
 
     longest: bool = True
     name: ClassVar[str] = "block"
@@ -213,7 +220,7 @@ class Typical(Verifier):
     trees: ClassVar[bool] = True
 
     def chain(self, logits, drafted, q, sampler):
-        path, nxt = self.tree(chain(drafted), logits, sampler)
+        path, nxt = self.tree(trees.chain(drafted), logits, sampler)
         return len(path), nxt
 
     def tree(self, tree, logits, sampler):
@@ -263,7 +270,9 @@ def compact(cache, start: int, keep: list[int]) -> None:
     """Keep the first `start` cached positions and then only the listed positions after them (offsets from
     `start`, increasing): the accepted branch of a tree pass, without the other branches. The kept rows are
     moved down into place and the rest cropped; nothing else in the cache is copied. When `keep` is a prefix
-    (a chain's accepted drafts) this is an ordinary crop."""
+    (a chain's accepted drafts) this is an ordinary crop. The move writes into the cache's tensors in place:
+    call it where the pass ran (under the same inference_mode), on a cache whose layers hold every
+    position (no sliding window)."""
     moved = [(start + i, start + k) for i, k in enumerate(keep) if k != i]
     if moved:
         import torch

@@ -11,6 +11,11 @@ from typing import ClassVar
 NEEDS = ("predictions", "states")
 
 
+def capped(n: int, k: int | None) -> int:
+    """n, or the cap k when it is smaller (k None: no cap)."""
+    return n if k is None else min(n, k)
+
+
 @dataclass(frozen=True)
 class Draft:
     """One round's proposal. A chain (parents None): tokens[i] follows tokens[i-1]. A tree: parents[i] is
@@ -32,9 +37,10 @@ class Draft:
 class Feedback:
     """What one round taught, handed to Drafter.update after the target's pass.
 
-    tokens: the whole sequence now; before: its length when the round began (tokens[:before] is what the
-    drafter proposed from). drafted: the proposal as judged (a tree's accepted branch, then its first-ranked
-    line below), accepted: how many of it the target kept (a prefix).
+    tokens: the whole sequence now (the engine's own list: copy what you keep); before: its length when
+    the round began (tokens[:before] is what the drafter proposed from). drafted: the proposal as judged
+    (a tree's accepted branch, then its first-ranked line below), accepted: how many of it the target kept
+    (a prefix).
     predictions: the target's argmax after each input of the pass (the last committed token, then each
     drafted token or tree node), only when the drafter's `needs` has "predictions".
     states: (m, d) the target's last hidden states at the m positions committed this round (the first
@@ -55,9 +61,10 @@ class Drafter:
     what it uses; it owns its state (a KV cache, a suffix index, an n-gram pool, ...).
 
     k means one thing for every drafter: propose(tokens, k, sampler) returns at most k tokens (a tree: at
-    most k levels deep). How many it proposes below that cap is the drafter's own policy: DraftModel's k,
-    PromptLookup's adaptive length, AdaptiveK's schedule. engine.generate(k=None) sets no cap of its own;
-    the engine passes the tokens left before max_new_tokens then.
+    most k levels deep); k=None sets no cap (engine.generate(k=None), the default). How many it proposes
+    under the cap is the drafter's own policy: PromptLookup's adaptive length, AdaptiveK's schedule,
+    DraftModel's own k if it was given one (else the engine's k, or 5 with no cap). The engine cuts every
+    draft to the tokens left before max_new_tokens.
 
     A drafter that proposes trees declares drafts_trees = True, so the engine can check at start() that
     the verification rule judges trees."""
@@ -70,8 +77,9 @@ class Drafter:
     def reset(self, prompt: list[int]) -> None:
         """Start a new generation from these prompt tokens."""
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        """Propose at most k tokens continuing `tokens` (the whole sequence so far: read it, never change it).
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
+        """Propose at most k tokens continuing `tokens` (k None: no cap). `tokens` is the whole sequence so
+        far, the engine's own list: read it, never change it, copy what you keep.
         `sampler` (specnotes.sampling) says how the engine samples, so a model drafter can draw the same way
         and report q."""
         return Draft([])
@@ -94,7 +102,7 @@ class Wrapper(Drafter):
     def reset(self, prompt: list[int]) -> None:
         self.inner.reset(prompt)
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         return self.inner.propose(tokens, k, sampler)
 
     def update(self, feedback: Feedback) -> None:
@@ -109,7 +117,7 @@ class Recorder(Wrapper):
         super().__init__(inner)
         self.drafts: list[tuple[list[int], Draft]] = []
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         draft = self.inner.propose(tokens, k, sampler)
         self.drafts.append((list(tokens), draft))
         return draft

@@ -11,7 +11,7 @@ specnotes.training.eagle.
 from __future__ import annotations
 
 from specnotes import checks
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Drafter, capped
 from specnotes.placement import device_of
 from specnotes.training.eagle import VOCAB, load_eagle, scored_tokens
 
@@ -87,7 +87,7 @@ class EagleLite(Drafter):
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed, self.states = None, 0, None
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         import torch
 
         if self.states is None:  # the first round: the prompt pass has not produced any states yet
@@ -103,10 +103,10 @@ class EagleLite(Drafter):
                                                with_logits=self.subset is None)
             self.fed += m
             token, sure, q = self._pick(h, logits, sampler)
-            drafted = [token] if sure and k > 0 else []  # (1,) tensors, kept on the device
+            drafted = [token] if sure and capped(self.k, k) > 0 else []  # (1,) tensors, kept on the device
             qs = [q] if drafted else []
             feat = h[:, -1:]
-            while sure and len(drafted) < min(self.k, k):
+            while sure and len(drafted) < capped(self.k, k):
                 pos = torch.tensor([[self.fed + len(drafted) - 1]], device=device)
                 feat, logits, self.cache = self.model(feat, drafted[-1][None], self.cache, pos,
                                                       use_cache=True, with_logits=self.subset is None)

@@ -20,11 +20,11 @@ class EarlyExit(DraftModel):
     trained and cached when neither exists, and a target with another vocabulary than SmolLM2's gets a
     ValueError that says what to pass); or an exit model from training.early_exit.train_exit_adapter.
     The draft keeps its own KV cache for its n layers (LayerSkip reuses the target's; simpler here).
-    k: its own draft length, as DraftModel's (the engine's k caps it).
+    k: its own draft length, as DraftModel's (None: the engine's k, or 5 with no cap).
     """
 
     def __init__(self, target, n_layers: int = 4, adapter=None, rank: int = 64,
-                 quick_seconds: float = 20.0, k: int = 5):
+                 quick_seconds: float = 20.0, k: int | None = None):
         self.n_layers = n_layers = checks.whole(n_layers, "n_layers", high=target.config.num_hidden_layers,
                                                 scalar=True)
         rank = checks.whole(rank, "rank", high=target.config.hidden_size, scalar=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Drafter, capped
 
 
 class Lookahead(Drafter):
@@ -51,8 +51,8 @@ class Lookahead(Drafter):
             ctx = (*ctx[1:], nxt)
         return out
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
-        draft = self.chain(tokens, min(self.max_tokens, k))
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
+        draft = self.chain(tokens, capped(self.max_tokens, k))
         if not draft:
             draft = self.guess[: self.window]
             if len(draft) < self.window and self.prompt:

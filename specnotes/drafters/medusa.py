@@ -12,7 +12,7 @@ weights are specnotes.training.medusa.
 from __future__ import annotations
 
 from specnotes import checks, tree
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Drafter, capped
 from specnotes.training.medusa import load_medusa_heads
 
 
@@ -46,7 +46,7 @@ class Medusa(Drafter):
     def reset(self, prompt: list[int]) -> None:
         self.state = None
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         import torch
 
         if self.state is None:  # the first round: the prompt pass has not produced any states yet
@@ -55,7 +55,7 @@ class Medusa(Drafter):
             logits = self.heads(self.state)[:len(self.widths)]  # (depth, V)
             top = torch.topk(logits, max(self.widths), dim=-1).indices.tolist()  # one host sync
             candidates = [row[:w] for row, w in zip(top, self.widths, strict=True)]
-        t = tree.static_tree(candidates, self.choices).cut(k)  # k caps the depth
+        t = tree.static_tree(candidates, self.choices).cut(capped(len(self.widths), k))  # k caps the depth
         return Draft(t.tokens, None, t.parents)
 
     def update(self, feedback) -> None:

@@ -22,6 +22,6 @@ class OneHot(Wrapper):
             raise TypeError(f"greedy must be True or False, got {greedy!r}")
         self.greedy, self._argmax = greedy, Sampler(do_sample=False)
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         draft = self.inner.propose(tokens, k, self._argmax if self.greedy else sampler)
         return Draft(draft.tokens, None, draft.parents)

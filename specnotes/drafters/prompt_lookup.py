@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Drafter, capped
 
 
 class PromptLookup(Drafter):
@@ -70,10 +70,10 @@ class PromptLookup(Drafter):
                 return size, seq[start:start + limit].tolist()
         return 0, []
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         # a lookup costs nothing per drafted token, so the length is our own policy below the cap k
         if not self.adaptive:
-            draft = self.lookup(tokens, min(self.num_tokens, k))
+            draft = self.lookup(tokens, capped(self.num_tokens, k))
         else:
             size, draft = self.match(tokens, self.length)
             if size <= self.weak_ngram:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specnotes import checks, tree
-from specnotes.drafters.base import Draft, Drafter
+from specnotes.drafters.base import Draft, Drafter, capped
 
 
 class RandomTree(Drafter):
@@ -20,7 +20,7 @@ class RandomTree(Drafter):
         self.vocab, self.widths = vocab, tuple(widths)
         self.rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         candidates = [self.rng.permutation(self.vocab)[:w].tolist() for w in self.widths]
-        t = tree.static_tree(candidates, tree.default_choices(self.widths)).cut(k)
+        t = tree.static_tree(candidates, tree.default_choices(self.widths)).cut(capped(len(self.widths), k))
         return Draft(t.tokens, None, t.parents)

@@ -95,7 +95,7 @@ class Suffix(Drafter):
             node = child
         return out, score
 
-    def propose(self, tokens: list[int], k: int, sampler) -> Draft:
+    def propose(self, tokens: list[int], k: int | None, sampler) -> Draft:
         # like prompt lookup, the length is our own choice below the cap k: these guesses cost nothing
         best: list[int] = []
         best_key = (0, 0.0)
