@@ -123,7 +123,7 @@ GUIDE = {
          "read one run under every engine's acceptance definition, and price one-hot drafts"),
         "notebooks 01 (the cost of a pass over w positions), 05 (the speedup formula) and 06 (the "
         "drafters).",
-        11, 30, "transformers and the engine side by side, predicted against measured", quick_minutes=2),
+        19, 30, "transformers and the engine side by side, predicted against measured", quick_minutes=2),
     "08_production": Guide(
         "Production reality: batch size eats the free compute", "Production",
         ("explain why batching eats speculation's gain, and find the crossover batch",
