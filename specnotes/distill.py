@@ -24,7 +24,7 @@ from specnotes import checks
 from specnotes.env import progress_bar
 from specnotes.paths import data_dir, write_atomic
 from specnotes.placement import device_of, dtype_of, host, to_model
-from specnotes.store import cache_dir, sha256_of
+from specnotes.store import cache_dir, make_folder, sha256_of
 
 DATA = data_dir() / "drafters"  # the committed self-distillation sets
 
@@ -252,7 +252,7 @@ def stamp(path: Path) -> Path:
 
 def write_cached(path: Path, data: bytes) -> Path:
     """Write a cache file atomically, then its checksum (stamp)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)  # a file in the way is named, not a bare NotADirectoryError
     return stamp(write_atomic(path, data))
 
 

@@ -415,8 +415,6 @@ def test_3_the_command_line_says_it_in_one_line_without_a_traceback(tmp_path):
     assert run.stderr.strip().count("\n") == 0 and "SPECNOTES_CACHE" in run.stderr, run.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs write_cached to make its folder with store.make_folder(path.parent) in "
-                                       "place of path.parent.mkdir(parents=True, exist_ok=True) in specnotes/distill.py")
 def test_3_a_drafter_cache_file_under_a_file_names_the_setting(tmp_path, monkeypatch):
     from specnotes import distill
 

@@ -25,6 +25,7 @@ from specnotes import (
     distill,
     drafter_table,
     engine,
+    metrics,
     models,
     mtp,
     numerics,
@@ -379,8 +380,9 @@ one("drafter_table.run", "drafters", "one named plain, the baseline's name",
 one("drafter_table.run", "prompts", "none", lambda: drafter_table.run(TINY, None, {"pl": PromptLookup}, []))
 one("drafter_table.by_temperature", "temperatures", "negative",
     lambda: drafter_table.by_temperature(TINY, None, {"pl": PromptLookup}, [{"kind": "copy", "text": "hi"}], [-1.0]))
+ACC = metrics.Acceptance(5, 5, 8, 6, 7, None, (5, 2), (5, 1))  # 5 rounds: 8 drafted, 6 kept of 7 judged
 one("drafter_table.table", "runs", "a run that took no time", lambda: drafter_table.table([drafter_table.Run(
-    "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]))
+    "pl", "copy", 0, 10, 0.0, 1.0, 0.0, 5, ACC, True)]))
 one("viz_serving.plot_arrivals", "series", "a one-token result", lambda: viz_serving.plot_arrivals({"plain": [0.1]}))
 bad("tree.static_tree", "choices", {"a negative rank": [(-1,)], "an empty choice": [()]},
     lambda v: tree.static_tree([[1, 2, 3]], v))
@@ -394,7 +396,7 @@ bad("roofline.Machine", "bandwidth", {"text": "1e9", "bool": True, "negative": -
     lambda v: roofline.Machine("m", v, 1e12, float("nan"), "test"))
 bad("roofline.Machine", "memory_bytes", {"negative": -1.0}, lambda v: roofline.Machine("m", 1e9, 1e12, v, "test"))
 one("viz_drafters.plot_drafter_bars", "value", "a typo", lambda: viz_drafters.plot_drafter_bars(drafter_table.table([drafter_table.Run(
-    "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, 8, 6, 7, [1, 1], [1, 1], True)]), value="speedpu"))
+    "pl", "copy", 0, 10, 1.0, 1.0, 0.0, 5, ACC, True)]), value="speedpu"))
 one("viz_serving.plot_temperature_sweep", "value", "a typo",
     lambda: viz_serving.plot_temperature_sweep([{"temperature": 0.0, "drafter": "pl", "kind": "copy", "alpha": 0.5}],
                                              value="alhpa"))

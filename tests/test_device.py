@@ -250,7 +250,7 @@ def test_an_implicit_host_copy_is_caught(tokenizer, monkeypatch):
         target = target.to(VIRTUAL)
         ids, probs = distill.teacher_topk(target, windows.inputs, 4, progress=False)
         assert ids.shape == (*windows.inputs.shape, 4)
-        monkeypatch.setattr(env, "host", lambda t: t.detach())  # planted: no copy to the host
+        monkeypatch.setattr(distill, "host", lambda t: t.detach())  # planted: no copy to the host
         with pytest.raises(TypeError, match="numpy"):
             distill.teacher_topk(target, windows.inputs, 4, progress=False)
 
@@ -307,8 +307,8 @@ def test_the_drafter_table_runs_on_a_second_device(tokenizer):
         target, draft = target.to(VIRTUAL), draft.to(VIRTUAL)
         makers = {**chain_drafters(target, draft), **tree_drafters(target)}
         runs = drafter_table.run(target, tokenizer, makers, prompts, max_new_tokens=12, k=3, progress=False)
-    assert [(r.drafter, r.accepted, r.identical) for r in runs] == \
-        [(r.drafter, r.accepted, r.identical) for r in reference]
+    assert [(r.drafter, r.acceptance.accepted, r.identical) for r in runs] == \
+        [(r.drafter, r.acceptance.accepted, r.identical) for r in reference]
     assert all(r.identical for r in runs)
 
 
