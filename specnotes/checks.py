@@ -209,8 +209,8 @@ def prompt_ids(input_ids, vocab_size: int, name: str = "input_ids") -> list[int]
         raise TypeError(f"{name} must be a (1, T) torch tensor of token ids (specnotes.decode.prompt_ids "
                         f"makes one from text), got {type(input_ids).__name__}")
     if input_ids.ndim != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"{name} must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 is not "
-                         "supported: speculative rounds accept different lengths per sequence.")
+        raise ValueError(f"{name} must have shape (1, T); got {tuple(input_ids.shape)}. Batch > 1 takes "
+                         "engine.generate_batch (a list of prompts; each row keeps its own accepted length).")
     return token_ids(input_ids[0], name, vocab_size)
 
 

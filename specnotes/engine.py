@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from specnotes import checks, metrics, verify
+from specnotes import checks, verify
 from specnotes.drafters.base import Draft, Drafter, Feedback
+from specnotes.passes import crop
 from specnotes.placement import device_of
+from specnotes.result import Result
 from specnotes.sampling import Sampler
 from specnotes.tree import Tree
 
@@ -34,6 +34,7 @@ class Round:
     at: float = 0.0  # seconds since the generation started when this round's tokens were ready
     size: int | None = None  # tokens the drafter proposed, after the cut to the cap (a tree: its nodes;
     #                         drafted, a tree's judged line, is shorter); None: len(drafted)
+    dropped: int = 0  # accepted drafts thrown away by a whole-batch rollback (generate_batch, "shortest")
 
     def __post_init__(self):
         if self.size is None:
@@ -51,54 +52,6 @@ class Round:
         if not self.drafted:
             return "plain"  # nothing was drafted: an ordinary decode step
         return "bonus" if self.accepted == len(self.drafted) else "corrected"
-
-
-@dataclass
-class Result:
-    tokens: list[int]  # new tokens only
-    trace: list[Round] = field(default_factory=list)  # one round per target pass; the first reads the prompt
-    stopped_on_eos: bool = False
-
-    @property
-    def drafted_counts(self) -> np.ndarray:
-        return np.array([len(r.drafted) for r in self.trace], dtype=int)
-
-    @property
-    def accepted_counts(self) -> np.ndarray:
-        return np.array([r.accepted for r in self.trace], dtype=int)
-
-    def acceptance(self) -> metrics.Acceptance:
-        """This generation's acceptance record (specnotes.metrics): alpha, acceptance length, tokens per
-        pass and acceptance by draft position are all computed there, once."""
-        return metrics.Acceptance.from_trace(self.trace, len(self.tokens))
-
-    @property
-    def position_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(judged, kept), each (max drafted,): rounds whose scan reached draft position i, and of those
-        the rounds that accepted it."""
-        return self.acceptance().position_counts
-
-    @property
-    def per_position_acceptance(self) -> np.ndarray:
-        """(max drafted,) acceptance at draft position i among rounds whose scan reached it."""
-        return self.acceptance().per_position_acceptance
-
-    @property
-    def alpha(self) -> float:
-        """Accepted drafts over drafts judged (the scan stops at the first rejection)."""
-        return self.acceptance().alpha
-
-    @property
-    def arrival_times(self) -> np.ndarray:
-        """(new tokens,) seconds from the start at which each token was ready: a round's tokens arrive
-        together, so the gaps between them are bursts of zeros and then one round's wait."""
-        return np.repeat([r.at for r in self.trace], [r.accepted + (r.next_token is not None)
-                                                      for r in self.trace])[:len(self.tokens)]
-
-    @property
-    def tokens_per_call(self) -> float:
-        """New tokens per target pass (every pass verifies; the first one also reads the prompt)."""
-        return self.acceptance().tokens_per_pass
 
 
 @dataclass
@@ -260,3 +213,182 @@ def generate(target, drafter, input_ids, max_new_tokens: int, k: int | None = No
     while not state.done:
         speculative_round(target, drafter, state)
     return state.result()
+
+
+# --------------------------------------------------------------------------- a batch of prompts
+# The batch is a second axis, not a second engine: every row is a Decoding of its own (its tokens, sampler,
+# room, EOS and trace, made by start()), judged by the same verifier as a batch-1 round. What the batch
+# adds is the bookkeeping of ONE cache for rows that accept different numbers of drafts: a mask over the
+# cache's columns. A column a row did not fill (left padding of a shorter prompt, a rejected draft, padding
+# after a shorter draft) is 0 in that row's mask, so the row never attends to it, and each row's position
+# ids count only its own tokens. After a round the columns past the longest kept draft are cropped; the
+# holes below it stay masked. (vLLM instead rolls each request's num_computed_tokens back by its rejected
+# count and overwrites those KV slots in the next step: the same bookkeeping with a paged cache.)
+
+ROLLBACKS = ("row", "shortest")  # each row keeps its own prefix; or the whole batch keeps the shortest
+
+
+@dataclass
+class Batch:
+    """A batch between rounds: one Decoding and one drafter per prompt, and the shared cache."""
+
+    rows: list[Decoding]
+    drafters: list[Drafter]
+    rollback: str = "row"
+    live: list[int] = field(default_factory=list)  # the rows still generating, in the cache's row order
+    cache: object = None
+    mask: object = None  # (len(live), cached columns): 1 where the column holds one of that row's tokens
+    passes: int = 0
+
+    @property
+    def done(self) -> bool:
+        return not self.live
+
+    def results(self) -> list[Result]:
+        return [row.result() for row in self.rows]
+
+
+def start_batch(target, make_drafter, prompts, max_new_tokens, k: int | None = None,
+                do_sample: bool = False, temperature: float = 1.0, seed: int | None = None,
+                top_k: int | None = None, top_p: float | None = None, eos_token_id=None, rule="exact",
+                rollback: str = "row") -> Batch:
+    """Check the batch and start() one row per prompt (row i samples with seed + i). prompts: a list of
+    1-D token-id lists (or tensors) of any lengths; max_new_tokens: one for all rows or a list, one per
+    row; make_drafter: called once per row, it must build a new
+    drafter each time. rollback="shortest" is the naive alternative, greedy only: every row keeps only as
+    many drafts as the row that kept fewest (lossless, and wasteful: Round.dropped counts the loss)."""
+    import torch
+
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__") or len(prompts) == 0:
+        raise ValueError(f"prompts must be a non-empty list of 1-D token-id lists, got {prompts!r:.80}")
+    if isinstance(make_drafter, Drafter) or not callable(make_drafter):
+        raise TypeError("make_drafter must build one drafter per row when called, such as PromptLookup (the "
+                        f"class) or lambda: DraftModel(draft), got {make_drafter!r}")
+    if rollback not in ROLLBACKS:
+        raise ValueError(f"rollback must be one of {ROLLBACKS}, got {rollback!r}")
+    if rollback == "shortest" and do_sample:
+        raise ValueError("rollback='shortest' is lossless only under greedy decoding (cutting a row at "
+                         "another row's rejection biases its sampled tokens); pass do_sample=False")
+    ids = [checks.token_ids(p, f"prompts[{i}]", target.config.vocab_size) for i, p in enumerate(prompts)]
+    drafters = [make_drafter() for _ in ids]
+    if len({id(d) for d in drafters}) < len(drafters):
+        raise ValueError("make_drafter returned the same drafter object for two rows: each row needs its "
+                         "own (its cache, its index); pass a factory such as PromptLookup or "
+                         "lambda: DraftModel(draft), not one drafter")
+    if any(d.drafts_trees for d in drafters if isinstance(d, Drafter)):
+        raise ValueError(f"generate_batch verifies chains; {type(drafters[0]).__name__} drafts trees. Use a "
+                         "chain drafter (PromptLookup, DraftModel, ...) in a batch, or generate() per prompt")
+    each = isinstance(max_new_tokens, (list, tuple))
+    limits = list(max_new_tokens) if each else [max_new_tokens] * len(ids)
+    if len(limits) != len(ids):
+        raise ValueError(f"max_new_tokens: one per prompt ({len(ids)}), or one for all; got {len(limits)}")
+    rows = [start(target, d, torch.tensor([p]), n, k, do_sample, temperature,
+                  None if seed is None else seed + i, top_k, top_p, eos_token_id, rule)
+            for i, (p, d, n) in enumerate(zip(ids, drafters, limits, strict=True))]
+    for row in rows[1:]:
+        row.started = rows[0].started
+    return Batch(rows, drafters, rollback, live=list(range(len(rows))))
+
+
+def batch_round(target, batch: Batch) -> None:
+    """One round for every live row: each drafts on its own, ONE target pass verifies every row's draft,
+    each row keeps its own accepted prefix (or, rollback='shortest', the batch's shortest), and rows that
+    finished leave the batch (no pass is spent on them again)."""
+    import torch
+
+    rows, drafters = [batch.rows[i] for i in batch.live], [batch.drafters[i] for i in batch.live]
+    vocab, device = target.config.vocab_size, device_of(target)
+    with torch.inference_mode():
+        drafts = []  # 1-2. draft and check, row by row, as a batch-1 round does
+        for row, drafter in zip(rows, drafters, strict=True):
+            cap = None if row.k is None else min(row.k, row.room)
+            draft = drafter.propose(row.tokens, cap, row.sampler) if row.room else Draft([])
+            drafts.append(_checked(draft, drafter, vocab, row.sampler.do_sample,
+                                   row.room if cap is None else cap)[:2])
+        # 3. verify: one (B, U + D) pass. Row i: its uncached tokens right-aligned at column U, its draft
+        # after them, padding where it has none (0 in the mask)
+        heads = [[*row.uncached, row.tokens[-1]] for row in rows]
+        width_u, width_d = max(map(len, heads)), max(len(d) for d, _ in drafts)
+        grid, new = [], []
+        for head, (drafted, _) in zip(heads, drafts, strict=True):
+            pad_left, pad_right = width_u - len(head), width_d - len(drafted)
+            grid.append([0] * pad_left + head + drafted + [0] * pad_right)
+            new.append([0] * pad_left + [1] * (len(head) + len(drafted)) + [0] * pad_right)
+        new = torch.tensor(new, device=device)
+        mask = new if batch.mask is None else torch.cat([batch.mask, new], 1)
+        states = any("states" in d.needs for d in drafters)
+        grid = torch.tensor(grid, device=device)
+        logits, hidden, batch.cache = verify.batch_pass(target, batch.cache, grid, mask, width_d + 1, states)
+        batch.passes += 1
+        # 4. accept: each row's own rule and sampler judge its own rows of the pass
+        judged = [row.verifier.judge(logits[i, :len(d) + 1], d, q, None, row.sampler)
+                  for i, (row, (d, q)) in enumerate(zip(rows, drafts, strict=True))]
+        dropped = [0] * len(rows)
+        if batch.rollback == "shortest":  # the naive alternative: everyone keeps the fewest anyone kept
+            least = min(len(path) for path, _ in judged)
+            for i, (path, _) in enumerate(judged):
+                if len(path) > least:
+                    dropped[i] = len(path) - least
+                    judged[i] = path[:least], int(logits[i, least].argmax())
+        kept, records = [], []
+        for i, (row, drafter, (drafted, _), (path, nxt)) in enumerate(zip(rows, drafters, drafts, judged,
+                                                                           strict=True)):
+            accepted, emitted, line = len(path), [*drafted[:len(path)], nxt], list(drafted)
+            cut = next((j for j, t in enumerate(emitted) if t in row.eos), None)  # 6. EOS, as in a round
+            if cut is not None:
+                row.stopped_on_eos = True
+                if cut < accepted:  # the drafts before the EOS keep their keys and values
+                    emitted, line, accepted, nxt = emitted[:cut + 1], line[:cut + 1], cut + 1, None
+            kept.append(min(accepted, len(emitted) - 1))
+            records.append((line, accepted, nxt, len(drafted), dropped[i]))
+            before = len(row.tokens)
+            row.tokens += emitted
+            row.uncached = []
+            # 7. the drafter's feedback, from this row's own columns of the pass
+            predictions = (logits[i, :len(drafted) + 1].argmax(-1).tolist() if "predictions" in drafter.needs
+                           else None)
+            cols = [*range(width_u - len(heads[i]), width_u), *(width_u + j for j in range(len(emitted) - 1))]
+            states = hidden[i, cols] if "states" in drafter.needs else None
+            drafter.update(Feedback(row.tokens, before, line, accepted, predictions, states))
+        # 5. keep the accepted keys and values: 0 over each row's rejected columns, crop past the longest
+        keep = width_u + max(kept)
+        for i, n in enumerate(kept):
+            new[i, width_u + n:] = 0
+        crop(batch.cache, width_u + width_d - keep)
+        batch.mask = torch.cat([mask[:, :mask.shape[1] - new.shape[1]], new[:, :keep]], 1)
+        # 8. record the round, row by row (cache_len: the row's own cached tokens)
+        at = time.perf_counter() - rows[0].started
+        for row, length, (line, accepted, nxt, size, lost) in zip(rows, batch.mask.sum(-1).tolist(), records,
+                                                                  strict=True):
+            row.trace.append(Round(line, accepted, nxt, int(length), at, size, lost))
+        # rows that finished leave the batch: their keys and values and their mask rows go
+        still = [j for j, row in enumerate(rows) if not row.done]
+        if len(still) < len(rows):
+            index = torch.tensor(still, dtype=torch.long, device=device)
+            if still:
+                batch.cache.batch_select_indices(index)
+            batch.mask = batch.mask[index]
+            batch.live = [batch.live[j] for j in still]
+
+
+def generate_batch(target, make_drafter, prompts, max_new_tokens, k: int | None = None,
+                   do_sample: bool = False, temperature: float = 1.0, seed: int | None = None,
+                   top_k: int | None = None, top_p: float | None = None, eos_token_id=None, rule="exact",
+                   rollback: str = "row") -> list[Result]:
+    """Speculative decoding of a batch of prompts (1-D token-id lists of any lengths), one drafter per row
+    from make_drafter(): one Result per prompt, each as generate() would give it (greedy: token for token).
+    One target pass per round verifies every live row's draft."""
+    batch = start_batch(target, make_drafter, prompts, max_new_tokens, k, do_sample, temperature, seed, top_k,
+                        top_p, eos_token_id, rule, rollback)
+    while not batch.done:
+        batch_round(target, batch)
+    return batch.results()
+
+
+def plain_batch(target, prompts, max_new_tokens, do_sample: bool = False, temperature: float = 1.0,
+                seed: int | None = None, top_k: int | None = None, top_p: float | None = None,
+                eos_token_id=None) -> list[Result]:
+    """Plain batched decoding, the baseline every batched speedup divides by: generate_batch with a drafter
+    that drafts nothing, so the padding, the sampler and the prefill are the speculative run's own."""
+    return generate_batch(target, Drafter, prompts, max_new_tokens, None, do_sample, temperature, seed, top_k,
+                          top_p, eos_token_id)

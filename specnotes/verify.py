@@ -44,15 +44,32 @@ def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_un
     import torch
 
     ids = torch.tensor([tokens], device=device_of(target))
-    kwargs = {cache_kwarg(type(target)): cache, "use_cache": True}
+    positions = mask = None
     if tree is not None:
         positions, mask = trees.mask(cache_length(cache), n_uncached, tree, ids.device, dtype_of(target))
+    logits, states, cache = _forward(target, cache, ids, len(tokens) - n_uncached, hidden, mask, positions)
+    return logits[0], (states[0] if hidden else None), cache
+
+
+def batch_pass(target, cache, ids, mask, keep: int, hidden: bool = False):
+    """The same ONE pass for a batch of rows (specnotes.engine.batch_round): ids (B, T) new columns, mask
+    (B, cached + T) 1 where a column holds one of that row's tokens, 0 for padding and rejected drafts.
+    Each row's positions count only its own tokens, so a row reads exactly what its batch-1 pass would.
+    Returns (logits (B, keep, V) after the last `keep` columns, hidden states (B, T, d) or None, cache)."""
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)[:, -ids.shape[1]:]
+    return _forward(target, cache, ids, keep, hidden, mask, positions)
+
+
+def _forward(target, cache, ids, keep: int, hidden: bool, mask=None, positions=None):
+    """The model's own forward over the cache: logits of the last `keep` columns (the LM head skips the
+    rest), the last hidden states (after the final norm) when asked, the cache now holding every column."""
+    kwargs = {cache_kwarg(type(target)): cache, "use_cache": True}
+    if mask is not None:
         kwargs.update(attention_mask=mask, position_ids=positions)
     if accepts_logits_to_keep(type(target)):
-        kwargs["logits_to_keep"] = len(tokens) - n_uncached
+        kwargs["logits_to_keep"] = keep
     out = target(ids, output_hidden_states=hidden, **kwargs)
-    logits = out.logits[0, n_uncached - len(tokens):]
-    return logits, (out.hidden_states[-1][0] if hidden else None), returned_cache(out)
+    return out.logits[:, -keep:], (out.hidden_states[-1] if hidden else None), returned_cache(out)
 
 
 def _rows(logits, drafted: list[int], sampler):
