@@ -129,3 +129,30 @@ def plot_arrivals(series: dict, ax=None):
     ax.set_title("Inter-token latency: steady against bursty")
     ax.legend(fontsize=8, loc="lower right")
     return ax.figure
+
+
+def plot_batch_flip(sweep, predicted: dict | None = None):
+    """The flip measured in the engine (specnotes.batch_sweep): speculative / plain total tokens/s against
+    batch size, one panel per mix, one line per drafter: the median over repeats, and the band from the
+    lowest to the highest repeat. predicted: {(mix, drafter): the roofline's crossover batch or None},
+    drawn as a dashed vertical line in the drafter's colour."""
+    mixes = sweep.mixes()
+    fig, axes = plt.subplots(1, len(mixes), figsize=(6.5 * len(mixes), 4), sharey=True, squeeze=False)
+    batches = np.array(sweep.batches())
+    for ax, mix in zip(axes[0], mixes, strict=True):
+        for mode in sweep.modes():
+            median, low, high = sweep.band(mix, mode)
+            line, = ax.plot(batches, median, "o-", lw=2, label=mode)
+            ax.fill_between(batches, low, high, color=line.get_color(), alpha=0.2, lw=0)
+            cross = (predicted or {}).get((mix, mode))
+            if cross is not None and cross <= batches[-1]:
+                ax.axvline(cross, color=line.get_color(), lw=1, ls="--")
+        ax.axhline(1, color="k", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.set_xlabel("batch size (rows decoded together)")
+        ax.set_title(f"{mix} prompts (band: lowest to highest repeat; dashed: roofline crossover)",
+                     fontsize=9)
+        ax.legend(fontsize=8)
+    axes[0, 0].set_ylabel("total tokens/s: speculative / plain")
+    return fig
