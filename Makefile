@@ -90,6 +90,7 @@ bench: install
 	$(PY) tools/bench_toy.py
 	$(PY) tools/bench_live.py
 	$(PY) tools/bench_drafters.py
+	$(PY) tools/bench_batch.py
 
 clean:
 	rm -rf $(VENV) .venv-vllm .pytest_cache .ruff_cache build *.egg-info

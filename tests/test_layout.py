@@ -1,5 +1,5 @@
-"""The package's shape stays what the README's module map says: no module over 400 lines, no module reaching
-into another's private names, and no drafter capability read by duck typing (the protocol is
+"""The package's shape stays what CONTRIBUTING.md's module map says: no module over 400 lines, no module
+reaching into another's private names, and no drafter capability read by duck typing (the protocol is
 specnotes.drafters.base.Drafter: what a drafter needs, it declares)."""
 
 from __future__ import annotations
