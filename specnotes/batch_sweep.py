@@ -21,20 +21,21 @@ from specnotes import checks, engine
 from specnotes.decode import prompt_ids
 from specnotes.prompts import prompt_set
 
-MIXES = {"copy-heavy": ("copy", "code"), "free-form": ("story", "qa")}  # held-out prompt kinds per mix
+MIXES = {"copy-heavy": ("copy",), "free-form": ("story", "qa")}  # held-out prompt kinds per mix
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def mix_prompts(tokenizer, mixes=None, split: str = "heldout") -> dict[str, list[list[int]]]:
-    """{mix: token-id lists}: the held-out prompts of each mix's kinds, in the chat template, alternating
-    kinds (so a small batch holds both)."""
+def mix_prompts(tokenizer, mixes=None, split: str = "heldout", per_mix: int = 4) -> dict[str, list]:
+    """{mix: token-id lists}: `per_mix` held-out prompts of each mix's kinds, in the chat template,
+    alternating kinds (so a small batch holds both)."""
     mixes = MIXES if mixes is None else mixes
     prompts = prompt_set(split)
     out = {}
     for mix, kinds in mixes.items():
         by_kind = [[p["text"] for p in prompts if p["kind"] == kind] for kind in kinds]
         texts = [t for group in zip(*by_kind, strict=False) for t in group]  # as many of each
-        out[mix] = [prompt_ids(tokenizer, t)[0].tolist() for t in texts]
+        out[mix] = [prompt_ids(tokenizer, t)[0].tolist() for t in texts[:checks.whole(per_mix, "per_mix",
+                                                                                        scalar=True)]]
     return out
 
 
@@ -43,15 +44,25 @@ def rows(prompts: list, batch: int, offset: int = 0) -> list:
     return [prompts[(offset + i) % len(prompts)] for i in range(batch)]
 
 
+def chunked(prompts: list, batch: int, offset: int = 0) -> list[list]:
+    """The batches that serve a whole mix at batch size `batch`: every prompt once, in consecutive batches
+    of `batch` (the last may be shorter) when the mix is larger; one batch cycling through the mix when it
+    is not. Every batch size thus runs the same prompts (rotated by `offset`)."""
+    if batch >= len(prompts):
+        return [rows(prompts, batch, offset)]
+    order = rows(prompts, len(prompts), offset)
+    return [order[i:i + batch] for i in range(0, len(order), batch)]
+
+
 @dataclass(frozen=True)
 class Point:
     mix: str
     mode: str  # "plain", or the drafter's name
     batch: int
     repeat: int
-    seconds: float  # wall time of the whole batched generation (prefill included)
+    seconds: float  # wall time of the batched generations that served the mix (prefill included)
     tokens: int  # new tokens over every row
-    passes: int  # target passes (rounds)
+    passes: int  # target passes (rounds), over the batches one after another
     accepted: int  # accepted drafts over every row (plain: 0)
     judged: int  # drafts the target examined
     drafted: int  # drafted tokens over every row and round
@@ -97,9 +108,17 @@ class BatchSweep:
                 np.array([r.max() for r in per]))
 
     def crossover(self, mix: str, mode: str) -> int | None:
-        """The first batch whose median ratio is below 1 (None: speculation never lost within the sweep)."""
-        median = self.band(mix, mode)[0]
-        return next((b for b, m in zip(self.batches(), median, strict=True) if m < 1), None)
+        """The batch from which the median ratio stays below 1 at every larger batch of the sweep (None:
+        it is not below 1 at the largest)."""
+        median, batches = self.band(mix, mode)[0], self.batches()
+        if median[-1] >= 1:
+            return None
+        last_above = max((i for i, m in enumerate(median) if m >= 1), default=-1)
+        return batches[last_above + 1]
+
+    def above(self, mix: str, mode: str) -> list[int]:
+        """The batches whose median ratio is above 1: where speculation paid."""
+        return [b for b, m in zip(self.batches(), self.band(mix, mode)[0], strict=True) if m > 1]
 
     def alpha(self, mix: str, mode: str, batch: int | None = None) -> float:
         """Pooled acceptance (accepted drafts over judged) over every repeat, at one batch or all."""
@@ -137,8 +156,8 @@ class BatchSweep:
             out.append("")
             for m in self.modes():
                 cross = self.crossover(mix, m)
-                out.append(f"- {m}: " + (f"falls below plain from B = {cross}" if cross is not None else
-                                         f"never falls below plain up to B = {self.batches()[-1]}"))
+                out.append(f"- {m}: " + (f"below plain from B = {cross} on" if cross is not None else
+                                         f"not below plain at B = {self.batches()[-1]}"))
             out.append("")
         return "\n".join(out)
 
@@ -153,8 +172,10 @@ def sweep(target, prompts: dict[str, list], drafters: dict[str, Callable], batch
           max_new_tokens: int = 32, repeats: int = 3, k: int | None = None,
           progress: bool = True) -> BatchSweep:
     """Time plain_batch and generate_batch with each drafter (drafters: {name: make_drafter}) at every batch
-    size on every mix (prompts: {mix: token-id lists}, mix_prompts makes them), greedy, round-robin. A
-    warm-up run of every mode at the smallest batch comes first and is not kept."""
+    size on every mix (prompts: {mix: token-id lists}, mix_prompts makes them), greedy, round-robin. At
+    each batch size the whole mix is served (chunked): below the mix's size in consecutive batches, above
+    it in one batch that repeats prompts. A warm-up run of every mode at the smallest batch comes first
+    and is not kept."""
     batches = [checks.whole(b, "batches", scalar=True) for b in batches]
     repeats = checks.whole(repeats, "repeats", scalar=True)
     max_new_tokens = checks.whole(max_new_tokens, "max_new_tokens", scalar=True)
@@ -178,16 +199,17 @@ def sweep(target, prompts: dict[str, list], drafters: dict[str, Callable], batch
         bar = tqdm(total=len(cells), desc="batched sweep")
     points = []
     for r, mix, b in cells:
-        batch_rows = rows(prompts[mix], b, offset=r)
+        chunks = chunked(prompts[mix], b, offset=r)
         order = modes[r % len(modes):] + modes[:r % len(modes)]
-        results = {mode: _timed(lambda mode=mode, b_rows=batch_rows: run(mode, b_rows)) for mode in order}
+        results = {mode: _timed(lambda mode=mode, cs=chunks: [x for c in cs for x in run(mode, c)])
+                   for mode in order}
         plain = [res.tokens for res in results["plain"][0]]
         for mode in modes:
             res, seconds = results[mode]
             judged = sum(rd.judged for x in res for rd in x.trace)
             sizes = [rd.size for x in res for rd in x.trace]
-            points.append(Point(mix, mode, b, r, seconds, sum(len(x.tokens) for x in res),
-                                max(len(x.trace) for x in res),
+            passes = sum(max(len(x.trace) for x in res[i:i + b]) for i in range(0, len(res), b))
+            points.append(Point(mix, mode, b, r, seconds, sum(len(x.tokens) for x in res), passes,
                                 sum(int(x.accepted_counts.sum()) for x in res),
                                 judged, sum(sizes), sum(n > 0 for n in sizes),
                                 sum(x.tokens == p for x, p in zip(res, plain, strict=True))))

@@ -21,8 +21,12 @@ class Bug:
     name: str
     what: str  # the mistake, in one sentence
     seen_in: str  # where something like it shipped or was reported
-    check: str  # "distribution" (chi-square against the exact answer) or "invariant" (bookkeeping)
+    check: str  # what catches it: "distribution" (chi-square against the exact answer), "invariant" (the
+    #             round's bookkeeping), "acceptance" (kept drafts against the formula) or "zero-draw"
+    #             (the accept test at u = 0 exactly)
     round: Callable  # (P, Q, prev, k, rng) -> (block, n_emit, n_acc), like toy.exact_round
+    claims: str = "exact"  # the rule the code says it runs ("exact": token-wise; "block"): the acceptance
+    #                        check holds it to that rule's formula
 
 
 # Each bug is the exact round with one piece swapped; read them side by side with toy.rejection_round.
@@ -82,6 +86,38 @@ def _unnormalized_residual_round(P, Q, prev, k, rng):
     # sample max(0, p - q) without dividing by its mass: leftover u falls on the last token
     raw = np.maximum(P - Q, 0.0)
     return rejection_round(P, Q, prev, k, rng, fix=Table(np.concatenate([raw, P]), normalized=False))
+
+
+def _accept_on_equal_round(P, Q, prev, k, rng):
+    # the accept test written u <= p/q instead of u < p/q; for floats, u <= a is u < (the next float above a)
+    return rejection_round(P, Q, prev, k, rng, accept=np.nextafter(rules.acceptance_probability(P, Q), 2.0))
+
+
+def _missing_q_round(P, Q, prev, k, rng):
+    # the drafts are sampled from q, but no q reaches the verifier: each is judged as a point mass
+    # (accept with p(x); after a rejection draw from p with x removed). Still exact; fewer drafts kept
+    m = len(prev)
+    u = rng.random((m, 2 * k + 1))
+    drafted, ctx = toy.draft(Q, prev, k, u[:, :k])
+    n_acc = toy.scan(P, ctx, drafted, u[:, k:2 * k])
+    rows = np.arange(m)
+    at, x = ctx[rows, n_acc], drafted[rows, np.minimum(n_acc, k - 1)]
+    p = P[at].copy()
+    rejected = n_acc < k
+    p[rows[rejected], x[rejected]] = 0.0  # p without the rejected point mass, renormalized below
+    nxt = Table(p / p.sum(axis=1, keepdims=True)).sample(rows, u[:, 2 * k])
+    return (*toy.assemble(drafted, n_acc, nxt), n_acc)
+
+
+def _block_as_tokenwise_round(P, Q, prev, k, rng):
+    # "block verification" that applies the token-wise accept test and the token-wise residual: the
+    # token-wise rule under block's name. Still exact; it keeps fewer drafts than block verification
+    return exact_round(P, Q, prev, k, rng)
+
+
+def _argmax_verify_round(P, Q, prev, k, rng):
+    # the verifier takes the target's argmax on some backends, whatever the temperature
+    return exact_round(block.argmax_table(P), Q, prev, k, rng)
 
 
 ZOO: tuple[Bug, ...] = (
@@ -144,6 +180,28 @@ ZOO: tuple[Bug, ...] = (
         "giving over-proposed tokens a second chance.",
         "the seed article's 'naive' fallback; romsto's skip_sample_adjustment",
         "distribution", target_residual_round),
+    Bug("accept-on-equal",
+        "The accept test is written u <= p/q, not u < p/q: a draft the target gives probability 0 passes "
+        "when the uniform is exactly 0, which torch.rand can return.",
+        "sgl-project/sglang#35771 (2026-08; the target-only sampler's coin <= prob), fixed in #35788",
+        "zero-draw", _accept_on_equal_round),
+    Bug("missing-draft-probs",
+        "The drafts are sampled from q, but q never reaches the verifier, so each is judged as a point "
+        "mass. The text is still exact; acceptance falls from sum min(p, q) to sum p q.",
+        "vllm-project/vllm#40149 (2026-04; the draft-model path passed draft_probs=None, so "
+        "'probabilistic' verification fell back to the one-hot rule), fixed in #40269",
+        "acceptance", _missing_q_round),
+    Bug("block-as-tokenwise",
+        "Block verification implemented with the token-wise accept test and residual: the token-wise "
+        "rule under block's name. The text is still exact; it keeps fewer drafts than block verification.",
+        "vllm-project/vllm-ascend#7807 (2026; a first NPU block-verification implementation), fixed in #7808",
+        "acceptance", _block_as_tokenwise_round, claims="block"),
+    Bug("argmax-verify",
+        "The verifier takes the target's argmax on some backends, whatever the temperature: sampled "
+        "requests silently get greedy verification.",
+        "sgl-project/sglang#39253 and #37134 (2026-09; EAGLE verification used argmax whenever the backend "
+        "was CPU, NPU, HIP or XPU)",
+        "distribution", _argmax_verify_round),
 )
 
 
@@ -173,20 +231,88 @@ class Verdict:
     p_value: float
     invariant_ok: bool
     flagged: bool
+    detail: str = ""  # what the named check saw, when it is not the chi-square test
 
 
-def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "distribution") -> Verdict:
-    """Run a rule through both checks: chi-square against the exact answer (stats.chi2_test, flagged
-    below stats.FLAG_P), and the round invariant (every round emits accepted + 1 tokens). Flagged when
-    either fails."""
-    if check not in ("distribution", "invariant"):
-        raise ValueError(f"check must be 'distribution' or 'invariant' (what catches the bug), got {check!r}")
+class ZeroDraws:
+    """A stand-in generator whose every uniform is exactly 0: the one draw a measure-zero bug needs."""
+
+    def random(self, shape):
+        return np.zeros(shape)
+
+
+def zero_draw(rule, k: int = 3, m: int = 8) -> bool:
+    """Does the rule emit a token the target gives probability 0 when every uniform is exactly 0? On a
+    pair built for it: q's first token is the target's impossible one, so with u = 0 every draft is that
+    token. Sampling never finds this (torch.rand returns 0 about once in 2**24 draws, and only matters
+    at such a token); drawing u = 0 on purpose does."""
+    P = np.tile([0.0, 0.5, 0.3, 0.2], (4, 1))
+    Q = np.tile([0.4, 0.2, 0.2, 0.2], (4, 1))
+    prev = np.full(m, 1)
+    emitted, n_emit, _ = round_function(rule)(P, Q, prev, checks.whole(k, "k", scalar=True), ZeroDraws())
+    ctx = np.concatenate([prev[:, None], emitted[:, :-1]], axis=1)
+    counted = np.arange(emitted.shape[1]) < n_emit[:, None]
+    return bool((P[ctx, emitted] == 0)[counted].any())
+
+
+@dataclass(frozen=True)
+class AcceptanceCheck:
+    measured: float  # mean drafts kept per round
+    expected: float  # the formula's (block.expected_accepted) for the rule the code claims
+    p_value: float  # two-sided z-test of the mean against the formula
+
+    @property
+    def flagged(self) -> bool:
+        return self.p_value < stats.FLAG_P
+
+
+def acceptance_check(rule, P, Q, k: int, rounds: int, seed: int, claims: str = "exact") -> AcceptanceCheck:
+    """Drafts kept per round, measured on `rounds` rounds whose contexts are drawn from the target's
+    long-run token frequencies, against the exact expectation for the rule the code claims (token-wise
+    "exact" or "block"). A lossless bug that only loses acceptance passes every distribution test and
+    fails this one, as the zoo's speed-only bugs do."""
+    from scipy.stats import norm
+
+    rounds, k = checks.whole(rounds, "rounds", low=2, scalar=True), checks.whole(k, "k", scalar=True)
+    if claims not in block.RULES:
+        raise ValueError(f"claims must be one of {block.RULES} (the rule whose formula applies), got "
+                         f"{claims!r}")
+    rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
+    weights = toy.stationary(P)
+    prev = rng.choice(len(weights), size=rounds, p=weights)
+    kept = round_function(rule)(P, Q, prev, k, rng)[2]
+    expected = block.expected_accepted(P, Q, k, rule=claims, context=weights)
+    se = kept.std(ddof=1) / np.sqrt(rounds)
+    z = (kept.mean() - expected) / se if se > 0 else (0.0 if kept.mean() == expected else np.inf)
+    return AcceptanceCheck(float(kept.mean()), expected, float(2 * norm.sf(abs(z))))
+
+
+def audit(rule, P, Q, n: int, length: int, k: int, seed: int, check: str = "distribution",
+          claims: str = "exact") -> Verdict:
+    """Run a rule through the checks: chi-square against the exact answer (stats.chi2_test, flagged below
+    stats.FLAG_P), the round invariant (every round emits accepted + 1 tokens), and, when `check` names
+    it, the acceptance check (n rounds against the formula of the rule the code claims) or the zero-draw
+    check. Flagged when any fails."""
+    if check not in CHECKS:
+        raise ValueError(f"check must be one of {CHECKS} (what catches the bug), got {check!r}")
     rng = np.random.default_rng(checks.whole(seed, "seed", low=0, scalar=True))
     samples, st = sample_speculative(P, Q, n, length, k, rng, rule=rule)
     test = stats.chi2_test(samples, exact_distribution(P, length))
     invariant_ok = st.emitted == st.accepted + st.rounds
     name = rule if isinstance(rule, str) else getattr(rule, "__name__", "custom")
-    return Verdict(name, check, test.tv, test.p_value, invariant_ok, test.flagged or not invariant_ok)
+    named, detail = False, ""
+    if check == "acceptance":
+        kept = acceptance_check(rule, P, Q, k, n, seed, claims)
+        named, detail = kept.flagged, (f"kept {kept.measured:.3f} drafts per round, {claims} rule's formula "
+                                       f"{kept.expected:.3f} (p = {kept.p_value:.2g})")
+    elif check == "zero-draw":
+        named = zero_draw(rule, k)
+        detail = f"at u = 0: {'a token of probability 0 emitted' if named else 'nothing impossible emitted'}"
+    flagged = test.flagged or not invariant_ok or named
+    return Verdict(name, check, test.tv, test.p_value, invariant_ok, flagged, detail)
+
+
+CHECKS = ("distribution", "invariant", "acceptance", "zero-draw")
 
 
 def convergence(P, Q, ns, length: int, k: int, samplers=("target", "exact", "target-residual"), seed=0):

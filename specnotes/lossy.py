@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from specnotes import checks, rules
+from specnotes import checks, rules, toy
 
 
 def _clip1(ratio):
@@ -44,20 +44,51 @@ class Threshold:
 
 @dataclass(frozen=True)
 class Synthetic:
-    """Keep every draft with one fixed probability, whatever p and q say; the residual as usual. vLLM's
-    rejection_sample_method="synthetic" accepts at a set rate in this spirit, to test performance."""
+    """Keep every draft with a set probability, whatever p and q say; the residual as usual. vLLM's
+    rejection_sample_method="synthetic" (and llama.cpp's synthetic acceptance) accept at set rates in this
+    spirit, to test performance. rate: one probability for every position, or one per draft position
+    (a1, a2, ...; positions past the last take the last)."""
 
-    rate: float = 0.7
+    rate: float | tuple = 0.7
     name: ClassVar[str] = "synthetic"
 
     def __post_init__(self):
-        object.__setattr__(self, "rate", checks.probability(self.rate, "rate", scalar=True))
+        if np.ndim(self.rate) == 0:
+            rate = checks.probability(self.rate, "rate", scalar=True)
+        else:
+            per_position = checks.probability(list(self.rate), "rate (one per draft position)")
+            rate = tuple(float(r) for r in np.atleast_1d(per_position))
+            if not rate:
+                raise ValueError("rate needs at least one acceptance rate (one per draft position)")
+        object.__setattr__(self, "rate", rate)
+
+    def rates(self, k: int) -> np.ndarray:
+        """(k,) the rate of each of k draft positions."""
+        r = np.atleast_1d(np.asarray(self.rate, dtype=np.float64))
+        return np.concatenate([r, np.repeat(r[-1], max(0, k - r.size))])[:k]
 
     def acceptance(self, ratio):
-        return _clip1(ratio) * 0 + self.rate
+        """The set rates, shaped like ratio; a per-position knob reads ratio's last axis as the positions
+        (the engine's (k,) ratios; a (V, V) toy table has no positions: use toy_round)."""
+        if np.ndim(self.rate) == 0:
+            return _clip1(ratio) * 0 + self.rate
+        rates = self.rates(ratio.shape[-1])
+        if isinstance(ratio, np.ndarray):
+            return ratio * 0 + rates
+        import torch
+
+        return ratio * 0 + torch.as_tensor(rates, dtype=ratio.dtype, device=ratio.device)
 
     def residual(self, p, q):
         return None
+
+    def toy_round(self, P, Q, prev, k, rng):
+        """A toy round (toy.rejection_round's signature) that keeps draft position i at rates(k)[i]."""
+        u = rng.random((len(prev), 2 * k + 1))
+        drafted, ctx = toy.draft(Q, prev, k, u[:, :k])
+        n_acc = rules.first_rejection(u[:, k:2 * k] < self.rates(k))
+        nxt = toy.finish(rules.residual(P, Q), P, ctx, n_acc, u[:, 2 * k])
+        return (*toy.assemble(drafted, n_acc, nxt), n_acc)
 
 
 @dataclass(frozen=True)
@@ -113,6 +144,9 @@ def toy_tables(rule, P, Q):
     (context, token) and the rows a rejection resamples from."""
 
     k = knob(rule)
+    if isinstance(k, Synthetic) and np.ndim(k.rate):
+        raise ValueError("a per-position Synthetic rate has no (V, V) table: the toy runs it as "
+                         "rule=knob.toy_round")
     P, Q = np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64)
     accept = k.acceptance(P / np.where(Q > 0, Q, 1))
     fix = k.residual(P, Q)

@@ -349,6 +349,11 @@ one("bugzoo.audit", "check", "unknown", lambda: bugzoo.audit("target-residual", 
 one("bugzoo.audit", "seed", "negative", lambda: bugzoo.audit("target-residual", P, Q, 2000, 2, 2, -1))
 one("bugzoo.audit", "samples", "too few (a biased rule passed with p = 1)",
     lambda: bugzoo.audit("target-residual", P, Q, 5, 2, 2, 0))
+bad("bugzoo.acceptance_check", "rounds", {k: v for k, v in WHOLE.items() if k != "bool"},
+    lambda v: bugzoo.acceptance_check("exact", P, Q, 2, v, 0))
+one("bugzoo.acceptance_check", "claims", "unknown", lambda: bugzoo.acceptance_check("exact", P, Q, 2, 100, 0,
+                                                                                      claims="fast"))
+bad("bugzoo.zero_draw", "k", WHOLE, lambda v: bugzoo.zero_draw("exact", v))
 one("adaptive.Controller", "prior_weight", "zero", lambda: adaptive.Controller(0.05, prior_weight=0).next_k())
 bad("adaptive.Controller", "c", {"a list": [0.1, 0.2]}, lambda v: adaptive.Controller(v))
 bad("adaptive.Controller.observe", "drafted", {"negative": (-1, -3)}, lambda v: adaptive.Controller(0.05).observe(*v))

@@ -33,12 +33,23 @@ def test_ratios_are_taken_within_a_repeat_and_the_crossover_from_the_medians():
     assert list(median) == [2.0, 0.9, 0.5]
     assert list(low) == [1.5, 0.75, 0.5] and list(high) == [3.0, 1.25, 1.5]
     assert sweep.crossover("mix", "spec") == 4
-    assert "falls below plain from B = 4" in sweep.markdown()
+    assert "below plain from B = 4 on" in sweep.markdown() and sweep.above("mix", "spec") == [1]
     never = made_up({("plain", 1): [10], ("spec", 1): [20], ("plain", 2): [10], ("spec", 2): [11]})
     assert never.crossover("mix", "spec") is None
-    assert "never falls below plain up to B = 2" in never.markdown()
+    assert "not below plain at B = 2" in never.markdown()
+    # a dip below 1 that recovers is not the flip: the crossover is where it stays below
+    dip = made_up({("plain", 1): [10], ("spec", 1): [9], ("plain", 2): [10], ("spec", 2): [12],
+                   ("plain", 4): [10], ("spec", 4): [8]})
+    assert dip.crossover("mix", "spec") == 4 and dip.above("mix", "spec") == [2]
     with pytest.raises(ValueError, match="mode must be one of"):
         sweep.ratios("mix", "plain", 1)
+
+
+def test_every_batch_size_serves_the_whole_mix():
+    mix = ["a", "b", "c", "d", "e"]
+    assert batch_sweep.chunked(mix, 2) == [["a", "b"], ["c", "d"], ["e"]]
+    assert batch_sweep.chunked(mix, 2, offset=1) == [["b", "c"], ["d", "e"], ["a"]]
+    assert batch_sweep.chunked(mix, 7) == [["a", "b", "c", "d", "e", "a", "b"]]
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +64,12 @@ def test_a_real_sweep_times_every_mode_and_keeps_plains_tokens(pair):
     sweep = batch_sweep.sweep(target, prompts, {"lookup": PromptLookup, "draft": lambda: DraftModel(draft)},
                               batches=(1, 3), max_new_tokens=6, repeats=2, k=3, progress=False)
     assert len(sweep.points) == 2 * 2 * 2 * 3 and sweep.modes() == ["lookup", "draft"]
-    assert all(p.tokens == 6 * p.batch and p.same_as_plain == p.batch for p in sweep.points)
-    assert all(p.passes == 6 for p in sweep.points if p.mode == "plain")
+    def served(p):
+        return batch_sweep.chunked(prompts[p.mix], p.batch, p.repeat)
+
+    assert all(p.tokens == 6 * sum(map(len, served(p))) and p.same_as_plain == sum(map(len, served(p)))
+               for p in sweep.points)
+    assert all(p.passes == 6 * len(served(p)) for p in sweep.points if p.mode == "plain")
     assert sweep.alpha("repeating", "draft") > 0 and 0 < sweep.draft_length("repeating", "draft") <= 3
     assert len(sweep.ratios("other", "draft", 3)) == 2
     assert viz_serving.plot_batch_flip(sweep, {("other", "draft"): 2}).axes
@@ -67,7 +82,7 @@ def test_the_whole_batch_rollback_is_measured_as_lossless_and_wasteful(pair):
     rows = batch_sweep.rows([[5, 9, 2, 77, 5, 9, 2], [4, 4, 8, 4, 4], [1, 2, 3]], 5)
     assert rows[3] == rows[0]  # the prompts cycle
     waste = batch_sweep.rollback_waste(target, rows, lambda: DraftModel(draft), max_new_tokens=12, k=4)
-    assert waste.identical and waste.dropped > 0 and 0 < waste.dropped_fraction < 1
+    assert waste.identical and waste.dropped > 0 and 0 < waste.dropped_fraction <= 1
     assert waste.shortest_passes >= waste.own_passes
 
 
