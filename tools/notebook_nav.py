@@ -130,7 +130,7 @@ GUIDE = {
          "measure how α moves with content and temperature, and where fp32 and 16-bit runs diverge",
          "choose k adaptively, and measure time to first token and bursty inter-token latency"),
         "notebooks 01 (the roofline), 05 (the speedup formula), 06 (drafters) and 07 (timing honestly).",
-        11, 40, "batch size, content, temperature, numerics and adaptive k", quick_minutes=2),
+        37, 40, "batch size, content, temperature, numerics and adaptive k", quick_minutes=2),
     "09_vllm_serving": Guide(
         "The same model in a production serving engine: vLLM on this CPU", "vLLM serving",
         ("run vLLM's OpenAI-compatible server per configuration, loaded by concurrent streamed requests",
