@@ -19,6 +19,7 @@ import numpy as np
 
 from specnotes import checks, engine
 from specnotes.decode import prompt_ids
+from specnotes.env import progress_bar
 from specnotes.prompts import prompt_set
 
 MIXES = {"copy-heavy": ("copy",), "free-form": ("story", "qa")}  # held-out prompt kinds per mix
@@ -194,9 +195,7 @@ def sweep(target, prompts: dict[str, list], drafters: dict[str, Callable], batch
     cells = [(r, mix, b) for r in range(repeats) for mix in prompts for b in batches]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(cells), desc="batched sweep")
+        bar = progress_bar()(total=len(cells), desc="batched sweep")
     points = []
     for r, mix, b in cells:
         chunks = chunked(prompts[mix], b, offset=r)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 from specnotes import block, checks, lossy, rules, stats, toy
 from specnotes.toy import Table, exact_distribution, exact_round, rejection_round, target_residual_round
@@ -271,8 +272,6 @@ def acceptance_check(rule, P, Q, k: int, rounds: int, seed: int, claims: str = "
     long-run token frequencies, against the exact expectation for the rule the code claims (token-wise
     "exact" or "block"). A lossless bug that only loses acceptance passes every distribution test and
     fails this one, as the zoo's speed-only bugs do."""
-    from scipy.stats import norm
-
     rounds, k = checks.whole(rounds, "rounds", low=2, scalar=True), checks.whole(k, "k", scalar=True)
     if claims not in block.RULES:
         raise ValueError(f"claims must be one of {block.RULES} (the rule whose formula applies), got "

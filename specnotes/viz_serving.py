@@ -131,13 +131,14 @@ def plot_arrivals(series: dict, ax=None):
     return ax.figure
 
 
-def plot_batch_flip(sweep, predicted: dict | None = None):
+def plot_batch_flip(sweep, predicted: dict | None = None, fig=None):
     """The flip measured in the engine (specnotes.batch_sweep): speculative / plain total tokens/s against
     batch size, one panel per mix, one line per drafter: the median over repeats, and the band from the
     lowest to the highest repeat. predicted: {(mix, drafter): the roofline's crossover batch or None},
     drawn as a dashed vertical line in the drafter's colour."""
     mixes = sweep.mixes()
-    fig, axes = plt.subplots(1, len(mixes), figsize=(6.5 * len(mixes), 4), sharey=True, squeeze=False)
+    fig = fig or plt.figure(figsize=(6.5 * len(mixes), 4))
+    axes = fig.subplots(1, len(mixes), sharey=True, squeeze=False)
     batches = np.array(sweep.batches())
     for ax, mix in zip(axes[0], mixes, strict=True):
         for mode in sweep.modes():

@@ -38,7 +38,7 @@ DRAFTERS = {"prompt lookup": lambda draft: PromptLookup,
             "draft model (its own target)": None}
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("size", [1, 3, 8])
 @pytest.mark.parametrize("kind", list(DRAFTERS))
 def test_every_row_equals_its_own_batch_1_greedy_output(f64, size, kind):
     target, draft, prompts = f64
@@ -122,8 +122,7 @@ def test_plain_batch_equals_transformers_left_padded_batched_generate(f64):
 
 
 @pytest.mark.parametrize("name", [n for n in ("draft model", "early exit + adapter", "eagle-lite", "suffix",
-                                              "lookahead", "adaptive k (fixed) lookahead",
-                                              "prompt lookup, fixed length")])
+                                              "lookahead")])
 def test_every_chain_drafter_of_the_registry_works_per_row(tiny, name):
     prompts = [tiny.prompt[0].tolist(), [7, 3, 7, 3, 7], tiny.prompt[0, 2:].tolist() * 2]
     results = engine.generate_batch(tiny.target, lambda: make_drafter(name, tiny.target), prompts, 16, k=3,
