@@ -62,7 +62,7 @@ chromium:
 	@bash .ci/install-chromium
 
 test: model lint chromium
-	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL)
+	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL) --durations=20
 
 # no network (the hub switched off; the tests that download or build venvs are marked slow), no root, no
 # browser: for contributors before a commit. Once .venv and the model exist, it needs nothing else.
