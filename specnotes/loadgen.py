@@ -221,6 +221,13 @@ class Sweep:
         """Per level, mode a's median over mode b's (ratio("ngram", "plain"): speculation's speedup)."""
         return np.array(self.median(a, field)) / np.array(self.median(b, field))
 
+    def ratio_band(self, a: str, b: str, field: str = "total_tps") -> tuple[np.ndarray, ...]:
+        """(median, lowest, highest) per level of a's value over b's within each repeat: the two ran side by
+        side in a repeat, so a slow minute of the machine falls on both. The band is the run's noise."""
+        per = [x / y for x, y in zip(self.values(a, field), self.values(b, field), strict=True)]
+        return (np.array([np.median(r) for r in per]), np.array([r.min() for r in per]),
+                np.array([r.max() for r in per]))
+
     def spread(self, mode: str, field: str = "total_tps") -> tuple[list[float], list[float]]:
         """(lowest, highest) over repeats, per level: how far one repeat strays from another."""
         values = self.values(mode, field)

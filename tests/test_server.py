@@ -209,6 +209,22 @@ def test_metrics_parse_drops_engine_labels_and_counters_subtract():
                                              "accepted_per_position": [2, 0, 1, 0]}
 
 
+def summary(c, tps):
+    return loadgen.Summary(c, tps, tps, 0.1, 0.01, 0.02, 2.0, 4)
+
+
+def test_ratio_band_pairs_the_repeats_that_ran_side_by_side():
+    # repeat 0 ran on a slow minute (both halved), repeat 1 on a fast one: paired, the ratio is 2 in both
+    runs = {("plain", 1): [summary(1, 5.0), summary(1, 10.0)],
+            ("ngram", 1): [summary(1, 10.0), summary(1, 20.0)],
+            ("plain", 4): [summary(4, 30.0), summary(4, 40.0)],
+            ("ngram", 4): [summary(4, 24.0), summary(4, 44.0)]}
+    median, low, high = loadgen.Sweep([1, 4], runs).ratio_band("ngram", "plain")
+    assert np.allclose(low, [2.0, 0.8]) and np.allclose(high, [2.0, 1.1]) and np.allclose(median, [2.0, 0.95])
+    with pytest.raises(ValueError, match="'draft'"):
+        loadgen.Sweep([1, 4], runs).ratio_band("draft", "plain")
+
+
 def test_crossover_is_the_first_losing_level():
     assert loadgen.crossover([1, 2, 4, 8], [10, 20, 30, 40], [15, 25, 29, 35]) == 4
     assert loadgen.crossover([1, 2], [10, 20], [15, 25]) is None

@@ -10,6 +10,7 @@ import pytest
 
 from specnotes import tree, viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees
 from specnotes.batch_sweep import BatchSweep, Point
+from specnotes.loadgen import Summary, Sweep
 
 TREE = tree.static_tree([[10, 11, 12], [20, 21], [30]], tree.default_choices((3, 2, 1)))
 ROWS = [SimpleNamespace(drafter=d, kind=kind, tokens_per_call=1.5, speedup=1.2, alpha=0.4,
@@ -27,6 +28,9 @@ RESULT = SimpleNamespace(trace=[SimpleNamespace(cache_len=10 + 2 * i, drafted=[1
 FLIP = BatchSweep([Point("mix", mode, b, 0, 1.0, rate, 1, 0, 0, 0, 0, b)
                    for (mode, b), rate in {("plain", 1): 10, ("spec", 1): 20, ("plain", 4): 40,
                                            ("spec", 4): 30}.items()], 10)
+LOAD = Sweep([1, 4], {(m, c): [Summary(c, t * f, t, 0.1, 0.01, 0.02, 2.0, 4) for f in (0.9, 1.1)]
+                     for (m, c), t in {("plain", 1): 10, ("ngram", 1): 15, ("plain", 4): 30,
+                                       ("ngram", 4): 27}.items()})
 # one call per figure of the module, each drawing into the `ax` (or `fig`) it is given
 FIGURES = {
     "plot_step_times": lambda ax: viz_timing.plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30, ax=ax),
@@ -45,12 +49,14 @@ FIGURES = {
     "plot_crossover_by_context": lambda ax: viz_serving.plot_crossover_by_context(
         0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 64, 4096], ax=ax),
     "plot_batch_flip": lambda fig: viz_serving.plot_batch_flip(FLIP, {("mix", "spec"): 2}, fig=fig),
+    "plot_load_flip": lambda fig: viz_serving.plot_load_flip({"copy": LOAD, "free": LOAD}, "ngram",
+                                                             predicted=2, fig=fig),
     "plot_batch_grid": lambda ax: viz_serving.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
     "plot_measured_crossover": lambda ax: viz_serving.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
     "plot_temperature_sweep": lambda ax: viz_serving.plot_temperature_sweep(SWEEP, ax=ax),
     "plot_arrivals": lambda ax: viz_serving.plot_arrivals({"plain": [0.0, 0.1, 0.2]}, ax=ax),
 }
-MULTI_PANEL = {"plot_tree_and_mask", "plot_batch_flip"}  # these take fig=, the others ax=
+MULTI_PANEL = {"plot_tree_and_mask", "plot_batch_flip", "plot_load_flip"}  # these take fig=, the others ax=
 
 
 MODULES = (viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees)
