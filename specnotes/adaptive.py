@@ -7,6 +7,9 @@ Notebook 08.
 - `Controller(c)`: estimates α online (an exponentially weighted count of accepted over judged drafts)
   and picks the k that maximizes E(α, k) / (k c + verify cost of k + 1 positions), falling back to no
   draft (with an occasional 1-token probe) when no k is predicted to beat plain decoding.
+- `CostAware(c, verify_cost, rows)`: α per draft position, learned online; verifies the number of
+  positions whose survival probabilities best pay for the measured cost of a verify pass `rows`
+  sequences wide (a batch shares the pass), so at large batch it stops drafting by itself.
 A confidence stop (draft until the draft model's own probability for its token falls below a
 threshold) lives in `DraftModel(stop_below=...)`; combine it with any schedule as the upper bound.
 """
@@ -67,6 +70,23 @@ class Heuristic:
         self.k = int(np.clip(self.k + step, self.k_min, self.k_max))
 
 
+def _cost_curve(verify_cost, width: int, what: str, first: int = 1) -> np.ndarray:
+    """verify_cost[w] for w = 0..width: a verify pass of w positions in target steps (None: 1 for every
+    width, the memory-bound ideal); a short curve is extended with its last slope. Widths first..width
+    must cost more than nothing."""
+    cost = np.ones(width + 1) if verify_cost is None else np.atleast_1d(
+        checks.positive(verify_cost, what, zero=True)).astype(float)
+    if cost.size < 2:
+        raise ValueError(f"{what} is indexed by width ({what}[1] = 1 step); got {verify_cost!r}")
+    if cost.size < width + 1:
+        slope = cost[-1] - cost[-2] if cost.size > 2 else 0.0
+        cost = np.r_[cost, cost[-1] + slope * np.arange(1, width + 2 - cost.size)]
+    if not np.all(cost[first:] > 0):
+        raise ValueError(f"{what}: a pass over {first}..{width} positions must cost > 0 (a short curve is "
+                         f"extended by its last slope); got {verify_cost!r}")
+    return cost
+
+
 class Controller:
     """Online α estimate plus the cost model: k = argmax theory.speedup(α, k, c, verify_cost[k + 1]).
 
@@ -85,18 +105,7 @@ class Controller:
         probe_every = checks.whole(probe_every, "probe_every", scalar=True)
         self.c, self.prior, self.prior_weight, self.decay = float(c), prior, prior_weight, decay
         self.k_max, self.probe_every = k_max, probe_every
-        cost = np.ones(k_max + 2) if verify_cost is None else np.atleast_1d(
-            checks.positive(verify_cost, "verify_cost", zero=True))
-        if cost.size < 2:
-            raise ValueError(f"verify_cost is indexed by width (verify_cost[1] = 1 step); got "
-                             f"{verify_cost!r}")
-        if cost.size < k_max + 2:  # extend a short curve with its last slope
-            slope = cost[-1] - cost[-2] if cost.size > 2 else 0.0
-            cost = np.r_[cost, cost[-1] + slope * np.arange(1, k_max + 3 - cost.size)]
-        if not np.all(cost[2:] > 0):
-            raise ValueError(f"verify_cost: a pass over 2..{k_max + 1} positions must cost > 0 (a short "
-                             f"curve is extended by its last slope); got {verify_cost!r}")
-        self.verify_cost = cost
+        self.verify_cost = _cost_curve(verify_cost, k_max + 1, "verify_cost", first=2)
         self.name = f"controller (c={c:.2f})"
         self.reset()
 
@@ -135,6 +144,78 @@ class Controller:
         self.judged = self.decay * self.judged + judged
 
 
+class CostAware:
+    """Adaptive verification by cost, in the spirit of vLLM 0.32's enable_adaptive_verification: α per
+    draft position, learned online, priced against the measured cost of verifying one more position.
+
+    Position i survives a round with probability S_i = α_1 α_2 ... α_i, so verifying m positions yields
+    1 + S_1 + ... + S_m tokens on average. The pass that verifies them is `rows` sequences wide (a batch
+    shares it), each with m + 1 positions, against rows positions for a plain step; each drafted token
+    costs c target steps to draft. Each round takes the m that maximizes
+
+        (1 + S_1 + ... + S_m) / (m c + verify_cost[rows (m + 1)] / verify_cost[rows])
+
+    and no draft when no m beats plain decoding (a 1-token probe every `probe_every` rounds keeps α
+    learning). At large batch the pass is compute-bound, every extra position costs a full token's work,
+    and m falls to 0 by itself. Each α_i starts at `prior`, worth `prior_weight` judged drafts; older
+    rounds fade with `decay`."""
+
+    def __init__(self, c: float = 0.0, verify_cost=None, rows: int = 1, prior: float = 0.6,
+                 prior_weight: float = 4.0, decay: float = 0.95, k_max: int = 12, probe_every: int = 8):
+        self.c = float(checks.positive(c, "c", zero=True, scalar=True))
+        self.rows = checks.whole(rows, "rows (sequences sharing a verify pass)", scalar=True)
+        self.prior = checks.probability(prior, "prior", scalar=True)
+        self.prior_weight = checks.positive(prior_weight, "prior_weight (judged drafts the prior is worth)",
+                                            scalar=True)
+        self.decay = checks.probability(decay, "decay", low_open=True, scalar=True)
+        self.k_max = checks.whole(k_max, "k_max", high=1000, scalar=True)
+        self.probe_every = checks.whole(probe_every, "probe_every", scalar=True)
+        self.verify_cost = _cost_curve(verify_cost, self.rows * (self.k_max + 1), "verify_cost")
+        self.name = f"cost-aware (c={self.c:.2f}, {self.rows} row{'s' * (self.rows > 1)})"
+        self.reset()
+
+    def reset(self) -> None:
+        self.kept = np.full(self.k_max, self.prior * self.prior_weight)
+        self.judged = np.full(self.k_max, self.prior_weight)
+        self.skipped = 0
+        self.history: list[int] = []
+
+    @property
+    def alphas(self) -> np.ndarray:
+        """(k_max,) the current estimate of α at each draft position."""
+        return self.kept / self.judged
+
+    def plan(self, alphas=None) -> tuple[int, float]:
+        """(m, predicted speedup over plain) for per-position α (default: the current estimates); m = 0
+        when no m beats plain decoding."""
+        a = self.alphas if alphas is None else np.resize(checks.probability(alphas, "alphas"), self.k_max)
+        m = np.arange(1, self.k_max + 1)
+        tokens = 1 + np.cumsum(np.cumprod(np.minimum(a, 1 - 1e-9)))
+        cost = m * self.c + self.verify_cost[self.rows * (m + 1)] / self.verify_cost[self.rows]
+        gain = tokens / cost
+        i = int(np.argmax(gain))
+        return (int(m[i]), float(gain[i])) if gain[i] > 1 else (0, 1.0)
+
+    def next_k(self) -> int:
+        k, _ = self.plan()
+        if k == 0:
+            self.skipped += 1
+            if self.skipped % self.probe_every == 0:
+                k = 1
+        self.history.append(k)
+        return k
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        _check_round(drafted, accepted)
+        if drafted == 0:
+            return
+        judged = min(drafted, accepted + 1, self.k_max)  # the scan stops at the first rejection
+        self.kept *= self.decay
+        self.judged *= self.decay
+        self.kept[:min(accepted, self.k_max)] += 1
+        self.judged[:judged] += 1
+
+
 class AdaptiveK(Wrapper):
     """A drafter whose k comes from a schedule, below the engine's cap (and the tokens left). Wraps any
     drafter that takes k, such as DraftModel; what the wrapped drafter needs from the target's pass
@@ -143,8 +224,8 @@ class AdaptiveK(Wrapper):
     def __init__(self, drafter, schedule):
         if isinstance(schedule, type) or not all(callable(getattr(schedule, m, None))
                                                  for m in ("reset", "next_k", "observe")):
-            raise TypeError(f"schedule must be a schedule object such as Fixed(4), Heuristic() or "
-                            f"Controller(c), not {schedule!r}")
+            raise TypeError(f"schedule must be a schedule object such as Fixed(4), Heuristic(), "
+                            f"Controller(c) or CostAware(c, verify_cost), not {schedule!r}")
         super().__init__(drafter)
         self.drafter, self.schedule = drafter, schedule
         self.name = schedule.name

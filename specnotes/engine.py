@@ -87,6 +87,19 @@ class Decoding:
     def result(self) -> Result:
         return Result(self.new, list(self.trace), self.stopped_on_eos)
 
+    def cut_at_eos(self, emitted: list, line: list, accepted: int, nxt):
+        """Step 6 of a round: an EOS among the emitted tokens ends the generation, and nothing after it
+        counts. Returns (emitted, line, accepted, nxt) cut after the EOS; when the EOS was an accepted
+        draft, accepted becomes the drafts kept up to it and nxt None (the caller drops the keys and
+        values past them)."""
+        cut = next((i for i, t in enumerate(emitted) if t in self.eos), None)
+        if cut is None:
+            return emitted, line, accepted, nxt
+        self.stopped_on_eos = True
+        if cut < accepted:
+            return emitted[:cut + 1], line[:cut + 1], cut + 1, None
+        return emitted, line, accepted, nxt
+
 
 def start(target, drafter, input_ids, max_new_tokens: int, k: int | None = None, do_sample: bool = False,
           temperature: float = 1.0, seed: int | None = None, top_k: int | None = None,
@@ -182,12 +195,9 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
         line = drafted if tree is None else [tree.tokens[i] for i in tree.line(path)]  # what was judged
         accepted, emitted = len(path), [*line[:len(path)], nxt]
         # 6. stop at EOS: an accepted draft that is an EOS ends the generation, nothing after it counts
-        cut = next((i for i, t in enumerate(emitted) if t in state.eos), None)
-        if cut is not None:
-            state.stopped_on_eos = True
-            if cut < accepted:  # keep the root and the drafts before the EOS (the EOS stays uncached)
-                verify.compact(state.cache, start_len, list(range(cut + 1)))
-                emitted, line, accepted, nxt = emitted[:cut + 1], line[:cut + 1], cut + 1, None
+        emitted, line, accepted, nxt = state.cut_at_eos(emitted, line, accepted, nxt)
+        if nxt is None:  # the EOS was an accepted draft: keep the root and the drafts before it
+            verify.compact(state.cache, start_len, list(range(accepted)))
         seq += emitted
         # 7. tell the drafter what the pass taught (predictions and states only when it asks)
         predictions = logits.argmax(-1).tolist() if "predictions" in drafter.needs else None
@@ -334,11 +344,7 @@ def batch_round(target, batch: Batch) -> None:
         for i, (row, drafter, (drafted, _), (path, nxt)) in enumerate(zip(rows, drafters, drafts, judged,
                                                                            strict=True)):
             accepted, emitted, line = len(path), [*drafted[:len(path)], nxt], list(drafted)
-            cut = next((j for j, t in enumerate(emitted) if t in row.eos), None)  # 6. EOS, as in a round
-            if cut is not None:
-                row.stopped_on_eos = True
-                if cut < accepted:  # the drafts before the EOS keep their keys and values
-                    emitted, line, accepted, nxt = emitted[:cut + 1], line[:cut + 1], cut + 1, None
+            emitted, line, accepted, nxt = row.cut_at_eos(emitted, line, accepted, nxt)  # 6. as in a round
             kept.append(min(accepted, len(emitted) - 1))
             records.append((line, accepted, nxt, len(drafted), dropped[i]))
             before = len(row.tokens)

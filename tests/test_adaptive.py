@@ -1,5 +1,7 @@
 """Adaptive k (specnotes.adaptive), the confidence stop, the numerics diagnostic and arrival times."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -55,8 +57,53 @@ def test_controller_respects_a_costly_verify_curve():
     assert steep.plan(0.7)[0] < flat.plan(0.7)[0]
 
 
-@pytest.mark.parametrize("schedule", [adaptive.Fixed(3), adaptive.Heuristic(), adaptive.Controller(0.2)],
-                         ids=["fixed", "heuristic", "controller"])
+CPU_CURVE = np.r_[0.0, np.ones(8), 1 + 0.125 * np.arange(1, 600)]  # flat to 8 positions, then compute-bound
+
+
+def test_cost_aware_learns_alpha_by_position():
+    cost = adaptive.CostAware(prior=0.5, prior_weight=1, decay=0.9, k_max=6, verify_cost=[0, 1, 1.1, 1.2])
+    for _ in range(60):  # the first draft is always kept, the second never
+        cost.observe(4, 1)
+    assert cost.alphas[0] > 0.95 and cost.alphas[1] < 0.05
+    assert np.allclose(cost.alphas[2:], 0.5)  # never judged: still the prior
+    assert cost.plan()[0] == 1  # verifying past a position that never survives buys nothing, at a cost
+
+
+def test_cost_aware_prices_survival_against_the_verify_curve():
+    alphas = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    free = adaptive.CostAware(k_max=6).plan(alphas)
+    costly = adaptive.CostAware(k_max=6, verify_cost=[0, 1, 1.3, 1.6, 1.9, 2.2, 2.5, 2.8]).plan(alphas)
+    assert free[0] == 6 and 0 < costly[0] < 6 and costly[1] < free[1]
+    # its prediction is the positional formula over the cost of the pass it chose
+    m = costly[0]
+    want = theory.expected_tokens_positional(alphas[:m]) / (1 + 0.3 * m)
+    assert costly[1] == pytest.approx(want)
+    # a drafter that costs a target step per token never pays
+    assert adaptive.CostAware(c=1.0, k_max=6).plan(alphas) == (0, 1.0)
+
+
+def test_cost_aware_turns_speculation_down_at_large_batch_by_itself():
+    alphas = [0.8] * 12
+    ks = {rows: adaptive.CostAware(verify_cost=CPU_CURVE, rows=rows).plan(alphas)[0]
+          for rows in (1, 2, 8, 32)}
+    assert ks[1] > 0 and ks[32] == 0 and ks[1] >= ks[2] >= ks[8] >= ks[32]
+    off = adaptive.CostAware(verify_cost=CPU_CURVE, rows=32, probe_every=3)
+    assert [off.next_k() for _ in range(6)] == [0, 0, 1, 0, 0, 1]  # probes keep α learning
+
+
+def test_cost_aware_drafting_stays_exact_in_a_batch():
+    target = copy.deepcopy(TARGET).double()  # float64: no near-ties between batch shapes
+    prompts = [[5, 17, 42, 8, 99, 3, 17, 42], [7, 7, 1, 2, 3, 7, 7, 1]]
+    shared = adaptive.CostAware(rows=2)  # one budget for the pass: both rows' drafters share it
+    want = engine.generate_batch(target, PromptLookup, prompts, 20, k=8, eos_token_id=-1)
+    got = engine.generate_batch(target, lambda: adaptive.AdaptiveK(PromptLookup(), shared), prompts, 20, k=8,
+                                eos_token_id=-1)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+
+
+@pytest.mark.parametrize("schedule", [adaptive.Fixed(3), adaptive.Heuristic(), adaptive.Controller(0.2),
+                                      adaptive.CostAware(0.2)],
+                         ids=["fixed", "heuristic", "controller", "cost-aware"])
 def test_adaptive_drafting_stays_exact(schedule):
     want = greedy(30)
     got = engine.generate(TARGET, adaptive.AdaptiveK(DraftModel(DRAFT), schedule), PROMPT, 30,
