@@ -159,24 +159,28 @@ def plot_batch_flip(sweep, predicted: dict | None = None, fig=None):
     return fig
 
 
-def plot_load_flip(sweeps: dict, spec: str, base: str = "plain", predicted: int | None = None, fig=None):
-    """The flip measured in a server (loadgen.Sweep per mix): `spec`'s total tokens/s over `base`'s against
-    concurrent requests, one panel per mix: the median of the repeats' ratios and the band from the lowest
-    to the highest. predicted: the roofline's crossover batch, drawn dashed."""
+def plot_load_flip(sweeps: dict, spec, base: str = "plain", predicted: dict | None = None, fig=None):
+    """The flip measured in a server (one loadgen.Sweep per mix): each mode in `spec` (a name or a list),
+    its total tokens/s over `base`'s against concurrent requests, one panel per mix: the median of the
+    repeats' ratios and the band from the lowest to the highest. predicted: {mix: the roofline's crossover
+    batch or None}, drawn dashed."""
+    specs = [spec] if isinstance(spec, str) else list(spec)
     fig = fig or plt.figure(figsize=(5.5 * len(sweeps), 3.8))
     axes = fig.subplots(1, len(sweeps), sharey=True, squeeze=False)
     for ax, (mix, sweep) in zip(axes[0], sweeps.items(), strict=True):
         levels = np.array(sweep.levels)
-        median, low, high = sweep.ratio_band(spec, base)
-        line, = ax.plot(levels, median, "o-", lw=2, label=f"{spec} / {base}")
-        ax.fill_between(levels, low, high, color=line.get_color(), alpha=0.2, lw=0,
-                        label="lowest to highest repeat")
-        if predicted is not None and predicted <= levels[-1]:
-            ax.axvline(predicted, color="grey", lw=1, ls="--", label="roofline crossover")
+        for mode in specs:
+            median, low, high = sweep.ratio_band(mode, base)
+            line, = ax.plot(levels, median, "o-", lw=2, label=f"{mode} / {base}")
+            ax.fill_between(levels, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        cross = (predicted or {}).get(mix)
+        if cross is not None and cross <= levels[-1]:
+            ax.axvline(cross, color="grey", lw=1, ls="--", label="roofline crossover")
         ax.axhline(1, color="k", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(c) for c in levels])
-        ax.set(title=f"{mix} mix", xlabel="concurrent requests")
+        ax.set(xlabel="concurrent requests")
+        ax.set_title(f"{mix} (band: lowest to highest repeat)", fontsize=9)
         ax.legend(fontsize=8)
-    axes[0, 0].set_ylabel("total tokens/s: speculative / plain")
+    axes[0, 0].set_ylabel("total tokens/s over plain")
     return fig

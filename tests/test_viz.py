@@ -49,8 +49,8 @@ FIGURES = {
     "plot_crossover_by_context": lambda ax: viz_serving.plot_crossover_by_context(
         0.7, 4, 0.05, 8e9, "bf16", "H100 SXM", [0, 64, 4096], ax=ax),
     "plot_batch_flip": lambda fig: viz_serving.plot_batch_flip(FLIP, {("mix", "spec"): 2}, fig=fig),
-    "plot_load_flip": lambda fig: viz_serving.plot_load_flip({"copy": LOAD, "free": LOAD}, "ngram",
-                                                             predicted=2, fig=fig),
+    "plot_load_flip": lambda fig: viz_serving.plot_load_flip({"copy": LOAD, "free": LOAD}, ["ngram"],
+                                                             predicted={"copy": 2}, fig=fig),
     "plot_batch_grid": lambda ax: viz_serving.plot_batch_grid({(1, 1): 0.01, (2, 1): 0.011}, ax=ax),
     "plot_measured_crossover": lambda ax: viz_serving.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
     "plot_temperature_sweep": lambda ax: viz_serving.plot_temperature_sweep(SWEEP, ax=ax),
