@@ -135,11 +135,13 @@ GUIDE = {
         "The same model in a production serving engine: vLLM on this CPU", "vLLM serving",
         ("run vLLM's OpenAI-compatible server per configuration, loaded by concurrent streamed requests",
          "compare vLLM's greedy speculation with plain decoding and read its counters under every definition",
-         "measure the Monday-morning flip (throughput against concurrency) and turn speculation off by "
-         "batch size",
+         "find a workload, K and n-gram sizes where n-gram speculation pays at one request, and take the "
+         "server's speedup apart factor by factor (the engine, vLLM's offline API, one core, the HTTP server)",
+         "measure both halves of the Monday-morning flip (throughput against concurrency, with its noise "
+         "band) and turn speculation off by batch size",
          "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
         "notebooks 03 (the rule and the χ² test), 07 (timing honestly), 08 (batching); `make vllm` once.",
-        47, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
+        42, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
 }
 
 
