@@ -136,7 +136,8 @@ GUIDE = {
         ("run vLLM's OpenAI-compatible server per configuration, loaded by concurrent streamed requests",
          "compare vLLM's greedy speculation with plain decoding and read its counters under every definition",
          "find a workload, K and n-gram sizes where n-gram speculation pays at one request, and take the "
-         "server's speedup apart factor by factor (the engine, vLLM's offline API, one core, the HTTP server)",
+         "server's speedup apart factor by factor (the engine, vLLM's offline API, one core, the HTTP "
+         "server)",
          "measure both halves of the Monday-morning flip (throughput against concurrency, with its noise "
          "band) and turn speculation off by batch size",
          "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
