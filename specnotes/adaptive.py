@@ -87,6 +87,17 @@ def _cost_curve(verify_cost, width: int, what: str, first: int = 1) -> np.ndarra
     return cost
 
 
+def _probed(schedule, k: int) -> int:
+    """A planning schedule's k for the next round, recorded in its history: while no k pays (k = 0), a
+    1-token probe every `probe_every` skipped rounds keeps α measured."""
+    if k == 0:
+        schedule.skipped += 1
+        if schedule.skipped % schedule.probe_every == 0:
+            k = 1
+    schedule.history.append(k)
+    return k
+
+
 class Controller:
     """Online α estimate plus the cost model: k = argmax theory.speedup(α, k, c, verify_cost[k + 1]).
 
@@ -127,13 +138,7 @@ class Controller:
         return (int(ks[i]), float(gain[i])) if gain[i] > 1 else (0, 1.0)
 
     def next_k(self) -> int:
-        k, _ = self.plan(self.alpha)
-        if k == 0:
-            self.skipped += 1
-            if self.skipped % self.probe_every == 0:
-                k = 1  # keep measuring α while speculation is off
-        self.history.append(k)
-        return k
+        return _probed(self, self.plan(self.alpha)[0])
 
     def observe(self, drafted: int, accepted: int) -> None:
         _check_round(drafted, accepted)
@@ -197,13 +202,7 @@ class CostAware:
         return (int(m[i]), float(gain[i])) if gain[i] > 1 else (0, 1.0)
 
     def next_k(self) -> int:
-        k, _ = self.plan()
-        if k == 0:
-            self.skipped += 1
-            if self.skipped % self.probe_every == 0:
-                k = 1
-        self.history.append(k)
-        return k
+        return _probed(self, self.plan()[0])
 
     def observe(self, drafted: int, accepted: int) -> None:
         _check_round(drafted, accepted)

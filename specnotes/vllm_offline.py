@@ -80,11 +80,9 @@ def measure(model, prompts: list, max_tokens: int, configs: dict, repeats: int =
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gib:g}",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     cores = os.cpu_count() or 1
-    if engine_cores is not None:
-        engine_cores = checks.whole(engine_cores, "engine_cores", low=1, high=cores, scalar=True)
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(cores - engine_cores)
-    else:
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    engine_cores = cores if engine_cores is None else checks.whole(engine_cores, "engine_cores", low=1,
+                                                                    high=cores, scalar=True)
+    env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(cores - engine_cores)  # vLLM leaves these to other work
     python = python or vllm_python()
     done = subprocess.run([str(python), "-m", "specnotes.vllm_offline"], input=json.dumps(job), text=True,
                           capture_output=True, env=env, timeout=timeout)
@@ -93,8 +91,7 @@ def measure(model, prompts: list, max_tokens: int, configs: dict, repeats: int =
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
         raise ServerError(f"vLLM's offline engine failed (exit {done.returncode}); its last lines:\n{tail}")
     out = json.loads(line.removeprefix(MARK))
-    return Offline(list(configs), out["seconds"], out["accepted"], job["max_tokens"],
-                   engine_cores if engine_cores is not None else cores)
+    return Offline(list(configs), out["seconds"], out["accepted"], job["max_tokens"], engine_cores)
 
 
 def _accepted(llm) -> int:
