@@ -41,12 +41,15 @@ def roofline_readout(n_params: float, dtype: str, gpu, k: int = 4) -> str:
 TRACE_COLOURS = {"accepted": "#b3d4f5", "rejected": "#f9c89b", "corrected": "#dcc6ef", "bonus": "#fff0a0",
                  "plain": "#e4e4e4"}
 TRACE_TEXT = "#1a1a1a"
+# what the prose calls each of them (tools/prose_claims.py holds the notebooks' trace sentences to these)
+TRACE_COLOUR_NAMES = {"accepted": "light blue", "rejected": "orange", "corrected": "lavender",
+                      "bonus": "yellow", "plain": "grey"}
 
 
 def trace_html(result, tokenizer, max_rounds: int | None = None) -> str:
-    """HTML of an engine trace: each round's accepted drafts (blue), rejected drafts (orange, struck out),
-    and the target's own token (purple if it corrected a draft, yellow if it was the free bonus after a
-    fully accepted draft, grey if nothing was drafted and the round was a plain decode step)."""
+    """HTML of an engine trace: each round's accepted drafts (light blue), rejected drafts (orange, struck
+    out), and the target's own token (lavender if it corrected a draft, yellow if it was the free bonus
+    after a fully accepted draft, grey if nothing was drafted and the round was a plain decode step)."""
     def span(token, kind, title):
         text = html.escape(tokenizer.decode([token])).replace("\n", "↵")
         style = f"background:{TRACE_COLOURS[kind]};color:{TRACE_TEXT};border-radius:3px;padding:0 1px;"
