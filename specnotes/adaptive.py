@@ -7,9 +7,11 @@ Notebook 08.
 - `Controller(c)`: estimates α online (an exponentially weighted count of accepted over judged drafts)
   and picks the k that maximizes E(α, k) / (k c + verify cost of k + 1 positions), falling back to no
   draft (with an occasional 1-token probe) when no k is predicted to beat plain decoding.
-- `CostAware(c, verify_cost, rows)`: α per draft position, learned online; verifies the number of
-  positions whose survival probabilities best pay for the measured cost of a verify pass `rows`
-  sequences wide (a batch shares the pass), so at large batch it stops drafting by itself.
+- `CostAware(c, verify_cost)`: α per draft position, learned online; verifies the number of
+  positions whose survival probabilities best pay for the measured cost of the verify pass, as wide as
+  the batch that shares it (read from each round's feedback), so at large batch it stops drafting by
+  itself. `cost_by_positions(grid)` turns a measured (batch, tokens) grid into the curve it reads.
+Every schedule's observe(drafted, accepted, rows) is told how many sequences shared the round's pass.
 A confidence stop (draft until the draft model's own probability for its token falls below a
 threshold) lives in `DraftModel(stop_below=...)`; combine it with any schedule as the upper bound.
 """
@@ -39,7 +41,7 @@ class Fixed:
     def next_k(self) -> int:
         return self.k
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, rows: int = 1) -> None:
         pass
 
 
@@ -58,11 +60,13 @@ class Heuristic:
 
     def reset(self) -> None:
         self.k = self.start
+        self.history: list[int] = []
 
     def next_k(self) -> int:
+        self.history.append(self.k)
         return self.k
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, rows: int = 1) -> None:
         _check_round(drafted, accepted)
         if drafted == 0:
             return
@@ -140,13 +144,31 @@ class Controller:
     def next_k(self) -> int:
         return _probed(self, self.plan(self.alpha)[0])
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, rows: int = 1) -> None:
         _check_round(drafted, accepted)
         if drafted == 0:
             return
         judged = min(drafted, accepted + 1)  # the scan stops at the first rejection
         self.kept = self.decay * self.kept + accepted
         self.judged = self.decay * self.judged + judged
+
+
+def cost_by_positions(grid: dict) -> np.ndarray:
+    """The verify cost of a pass by the positions it holds in all, in plain steps of one sequence:
+    cost[n] for n = 0..the grid's largest batch x tokens, from a measured grid {(batch, tokens): seconds}
+    (serving.measure_grid), dividing by the (1, 1) cell. Cells with the same batch x tokens are averaged
+    and the rest interpolated: a batch of B rows verifying m drafts each is a pass of B (m + 1)
+    positions, which is what CostAware prices."""
+    if not isinstance(grid, dict) or (1, 1) not in grid:
+        raise ValueError("grid must be a {(batch, tokens): seconds} dict with a (1, 1) cell, as serving."
+                         f"measure_grid(model, batches=(1, ...), tokens=(1, ...)) returns; got {grid!r:.80}")
+    by_total: dict[int, list[float]] = {}
+    for (b, t), seconds in grid.items():
+        by_total.setdefault(int(b) * int(t), []).append(float(checks.positive(seconds, f"grid[{(b, t)}]")))
+    totals = np.array(sorted(by_total))
+    costs = np.array([np.mean(by_total[n]) for n in totals]) / grid[(1, 1)]
+    n = np.arange(int(totals[-1]) + 1)
+    return np.r_[0.0, np.interp(n[1:], totals, costs)]
 
 
 class CostAware:
@@ -161,22 +183,28 @@ class CostAware:
         (1 + S_1 + ... + S_m) / (m c + verify_cost[rows (m + 1)] / verify_cost[rows])
 
     and no draft when no m beats plain decoding (a 1-token probe every `probe_every` rounds keeps α
-    learning). At large batch the pass is compute-bound, every extra position costs a full token's work,
-    and m falls to 0 by itself. Each α_i starts at `prior`, worth `prior_weight` judged drafts; older
-    rounds fade with `decay`."""
+    learning). verify_cost[n] is a pass over n positions in all (`cost_by_positions` of a measured grid;
+    None: 1 for every width, the memory-bound ideal). rows=None (the default) follows the pass: each
+    round's feedback says how many sequences shared it, so in generate_batch a batch's width is priced
+    with no setting; an int fixes it. At large batch the pass is compute-bound, every extra position
+    costs a full token's work, and m falls to 0 by itself. Each α_i starts at `prior`, worth
+    `prior_weight` judged drafts; older rounds fade with `decay`."""
 
-    def __init__(self, c: float = 0.0, verify_cost=None, rows: int = 1, prior: float = 0.6,
+    def __init__(self, c: float = 0.0, verify_cost=None, rows: int | None = None, prior: float = 0.6,
                  prior_weight: float = 4.0, decay: float = 0.95, k_max: int = 12, probe_every: int = 8):
         self.c = float(checks.positive(c, "c", zero=True, scalar=True))
-        self.rows = checks.whole(rows, "rows (sequences sharing a verify pass)", scalar=True)
+        self.follow = rows is None
+        self.rows = 1 if rows is None else checks.whole(rows, "rows (sequences sharing a verify pass)",
+                                                        scalar=True)
         self.prior = checks.probability(prior, "prior", scalar=True)
         self.prior_weight = checks.positive(prior_weight, "prior_weight (judged drafts the prior is worth)",
                                             scalar=True)
         self.decay = checks.probability(decay, "decay", low_open=True, scalar=True)
         self.k_max = checks.whole(k_max, "k_max", high=1000, scalar=True)
         self.probe_every = checks.whole(probe_every, "probe_every", scalar=True)
+        self.given = verify_cost
         self.verify_cost = _cost_curve(verify_cost, self.rows * (self.k_max + 1), "verify_cost")
-        self.name = f"cost-aware (c={self.c:.2f}, {self.rows} row{'s' * (self.rows > 1)})"
+        self.name = "cost-aware" if self.follow else f"cost-aware ({self.rows} row{'s' * (self.rows > 1)})"
         self.reset()
 
     def reset(self) -> None:
@@ -184,6 +212,8 @@ class CostAware:
         self.judged = np.full(self.k_max, self.prior_weight)
         self.skipped = 0
         self.history: list[int] = []
+        if self.follow:
+            self.rows = 1
 
     @property
     def alphas(self) -> np.ndarray:
@@ -193,7 +223,11 @@ class CostAware:
     def plan(self, alphas=None) -> tuple[int, float]:
         """(m, predicted speedup over plain) for per-position α (default: the current estimates); m = 0
         when no m beats plain decoding."""
-        a = self.alphas if alphas is None else np.resize(checks.probability(alphas, "alphas"), self.k_max)
+        if alphas is None:
+            a = self.alphas
+        else:  # positions past the last given take the last one's α
+            given = np.atleast_1d(checks.probability(alphas, "alphas")).astype(float)
+            a = np.r_[given, np.repeat(given[-1], max(0, self.k_max - given.size))][:self.k_max]
         m = np.arange(1, self.k_max + 1)
         tokens = 1 + np.cumsum(np.cumprod(np.minimum(a, 1 - 1e-9)))
         cost = m * self.c + self.verify_cost[self.rows * (m + 1)] / self.verify_cost[self.rows]
@@ -204,8 +238,12 @@ class CostAware:
     def next_k(self) -> int:
         return _probed(self, self.plan()[0])
 
-    def observe(self, drafted: int, accepted: int) -> None:
+    def observe(self, drafted: int, accepted: int, rows: int = 1) -> None:
         _check_round(drafted, accepted)
+        if self.follow and rows != self.rows:  # the batch changed width (or this is the first batched round)
+            self.rows = checks.whole(rows, "rows", scalar=True)
+            if self.verify_cost.size < self.rows * (self.k_max + 1) + 1:
+                self.verify_cost = _cost_curve(self.given, self.rows * (self.k_max + 1), "verify_cost")
         if drafted == 0:
             return
         judged = min(drafted, accepted + 1, self.k_max)  # the scan stops at the first rejection
@@ -213,6 +251,19 @@ class CostAware:
         self.judged *= self.decay
         self.kept[:min(accepted, self.k_max)] += 1
         self.judged[:judged] += 1
+
+
+def versus_hindsight(bands: dict, policy: str, fixed: list[str]) -> dict:
+    """Is `policy` as fast as the best fixed k chosen after the fact? bands: name -> (median, lowest,
+    highest) speedup over repeats (drafter_table.bands); fixed: the names of the fixed-k runs. It holds
+    when the policy's median is at least the best fixed k's lowest repeat: no slower than that k, within
+    the noise its own repeats show."""
+    missing = [n for n in [policy, *fixed] if n not in bands]
+    if missing or not fixed:
+        raise ValueError(f"bands has no entry for {missing or 'any fixed k'}; it has {sorted(bands)}")
+    best = max(fixed, key=lambda n: bands[n][0])
+    return {"best": best, "best_band": bands[best], "policy_band": bands[policy],
+            "holds": bands[policy][0] >= bands[best][1]}
 
 
 class AdaptiveK(Wrapper):
@@ -238,5 +289,5 @@ class AdaptiveK(Wrapper):
         return self.drafter.propose(tokens, own, sampler) if own > 0 else Draft([])
 
     def update(self, feedback) -> None:
-        self.schedule.observe(len(feedback.drafted), feedback.accepted)
+        self.schedule.observe(len(feedback.drafted), feedback.accepted, feedback.rows)
         self.drafter.update(feedback)

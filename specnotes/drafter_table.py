@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
+
 from specnotes import checks, engine, live_summary, timing
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters.base import Drafter, Wrapper
@@ -190,6 +192,44 @@ def table(runs: list[Run]) -> list[Row]:
                 identical=all(same) if same else None,
                 reached=list(acc.judged_at), rounds=int(calls), drafted=acc.drafted))
     return rows
+
+
+def repeated(target, tokenizer, drafters: dict, prompts: list[dict], repeats: int = 3, warmup: int = 1,
+             progress: bool = True, **options) -> list[list[Row]]:
+    """`repeats` whole runs one after another (run's round-robin each time; the warm-up before the first
+    only): one table per repeat, so each speedup comes with the spread of its repeats (`bands`).
+    options: run's other keywords (max_new_tokens, k, do_sample, ...)."""
+    tqdm = progress_bar()
+    repeats = checks.whole(repeats, "repeats", scalar=True)
+    return [table(run(target, tokenizer, drafters, prompts, warmup=warmup if i == 0 else 0, progress=False,
+                      **options))
+            for i in tqdm(range(repeats), desc="repeats", disable=not progress)]
+
+
+def bands(tables: list[list[Row]], kind: str = "all") -> dict[str, tuple[float, float, float]]:
+    """drafter -> (median, lowest, highest) speedup over the repeats' tables (`repeated`), for one kind."""
+    by_name: dict[str, list[float]] = {}
+    for rows in tables:
+        for r in rows:
+            if r.kind == kind:
+                by_name.setdefault(r.drafter, []).append(r.speedup)
+    if not by_name:
+        raise ValueError(f"no row of kind {kind!r} in the tables; kinds there: "
+                         f"{sorted({r.kind for rows in tables for r in rows})}")
+    return {name: (float(np.median(v)), float(min(v)), float(max(v))) for name, v in by_name.items()}
+
+
+def markdown_bands(tables: list[list[Row]], kind: str = "all") -> str:
+    """A markdown table of repeated runs (`repeated`): each drafter's α, tokens per pass and draft time
+    from the first repeat (greedy runs repeat them exactly), and its median speedup with the lowest and
+    highest repeat."""
+    spread = bands(tables, kind)
+    columns = [("drafter", "l"), ("α", "r"), ("tokens/pass", "r"), ("draft ms/round", "r"),
+               ("speedup (median)", "r"), ("repeats", "r")]
+    return live_summary.markdown_table(columns, [
+        [r.drafter, f"{r.alpha:.2f}", f"{r.tokens_per_call:.2f}", f"{r.draft_ms_per_call:.1f}",
+         f"{spread[r.drafter][0]:.2f}×", f"{spread[r.drafter][1]:.2f}–{spread[r.drafter][2]:.2f}×"]
+        for r in tables[0] if r.kind == kind])
 
 
 def free_form(runs: list[Run]) -> list[Row]:

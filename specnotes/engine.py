@@ -355,7 +355,7 @@ def batch_round(target, batch: Batch) -> None:
                            else None)
             cols = [*range(width_u - len(heads[i]), width_u), *(width_u + j for j in range(len(emitted) - 1))]
             states = hidden[i, cols] if "states" in drafter.needs else None
-            drafter.update(Feedback(row.tokens, before, line, accepted, predictions, states))
+            drafter.update(Feedback(row.tokens, before, line, accepted, predictions, states, len(rows)))
         # 5. keep the accepted keys and values: 0 over each row's rejected columns, crop past the longest
         keep = width_u + max(kept)
         for i, n in enumerate(kept):

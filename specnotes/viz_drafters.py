@@ -65,3 +65,23 @@ def plot_position_acceptance(rows, ax=None, max_positions: int = 8):
     else:
         ax.set_xlabel("draft position i (1 = first drafted token)")
     return ax.figure
+
+
+def plot_speedup_bands(bands: dict, ax=None, title: str | None = None):
+    """Median speedup per drafter or policy with the lowest and highest repeat as an error bar. bands:
+    name -> (median, lowest, highest), as drafter_table.bands gives."""
+    if not bands:
+        raise ValueError("bands is empty: nothing to draw")
+    ax = ax or plt.subplots(figsize=(7, 3.4))[1]
+    names = list(bands)
+    median, low, high = (np.array([bands[n][i] for n in names]) for i in range(3))
+    ax.bar(np.arange(len(names)), median, 0.6, color="tab:blue")
+    ax.errorbar(np.arange(len(names)), median, yerr=[median - low, high - median], fmt="none", ecolor="k",
+                capsize=3, label="lowest to highest repeat")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(names)), names, rotation=20, ha="right")
+    ax.set_ylabel("speedup vs plain (median)")
+    ax.legend(fontsize=8, loc="upper right")
+    if title:
+        ax.set_title(title)
+    return ax.figure

@@ -184,3 +184,22 @@ def plot_load_flip(sweeps: dict, spec, base: str = "plain", predicted: dict | No
         ax.legend(fontsize=8)
     axes[0, 0].set_ylabel("total tokens/s over plain")
     return fig
+
+
+def plot_k_over_time(histories: dict, fig=None):
+    """The draft length each policy chose, round by round, one panel per workload. histories:
+    (workload, policy) -> the k chosen in each round (a schedule's `history`)."""
+    if not histories or any(len(h) == 0 for h in histories.values()):
+        raise ValueError("histories must map (workload, policy) to a non-empty list of k per round")
+    workloads = list(dict.fromkeys(w for w, _ in histories))
+    fig = fig or plt.figure(figsize=(6 * len(workloads), 3.4))
+    axes = fig.subplots(1, len(workloads), squeeze=False)[0]
+    for ax, workload in zip(axes, workloads, strict=True):
+        for (w, policy), ks in histories.items():
+            if w == workload:
+                ax.step(np.arange(1, len(ks) + 1), ks, where="post", label=policy)
+        ax.set_xlabel("round")
+        ax.set_ylabel("k chosen")
+        ax.set_title(workload)
+        ax.legend(fontsize=8)
+    return fig

@@ -91,6 +91,47 @@ def test_cost_aware_turns_speculation_down_at_large_batch_by_itself():
     assert [off.next_k() for _ in range(6)] == [0, 0, 1, 0, 0, 1]  # probes keep α learning
 
 
+def test_cost_by_positions_reads_a_measured_grid_by_total_positions():
+    grid = {(1, 1): 0.010, (1, 4): 0.020, (2, 2): 0.022, (4, 1): 0.018, (2, 1): 0.015, (4, 4): 0.080}
+    cost = adaptive.cost_by_positions(grid)
+    assert cost.shape == (17,) and cost[0] == 0 and cost[1] == 1
+    assert cost[2] == pytest.approx(1.5) and cost[4] == pytest.approx(2.0)  # (1,4), (2,2), (4,1) averaged
+    assert cost[3] == pytest.approx(1.75) and cost[16] == pytest.approx(8.0)  # interpolated between cells
+    with pytest.raises(ValueError, match=r"\(1, 1\) cell"):
+        adaptive.cost_by_positions({(2, 1): 0.01})
+
+
+def test_cost_aware_follows_the_width_of_the_pass_it_rides():
+    alphas = [0.8] * 12
+    alone = adaptive.CostAware(verify_cost=CPU_CURVE, prior=0.8, prior_weight=1e9)
+    assert alone.plan(alphas)[0] > 0
+    alone.observe(3, 3, rows=32)  # a round in a 32-row batch: the next pass is compute-bound
+    assert alone.rows == 32 and alone.plan(alphas)[0] == 0
+    alone.observe(3, 3, rows=1)  # the batch drained to one row: drafting pays again
+    assert alone.plan(alphas)[0] > 0
+    alone.observe(3, 3, rows=32)
+    alone.reset()
+    assert alone.rows == 1  # a new generation starts alone until its first feedback says otherwise
+    with pytest.raises(ValueError, match="rows"):
+        adaptive.CostAware(rows=0)
+
+
+def test_cost_aware_verifies_fewer_positions_per_row_in_a_wide_batch_by_itself():
+    # the target drafting for itself: every draft survives, so alone it verifies several positions a pass
+    prompts = [[5 + i, 17, 42, 8, 99, 3] * 2 for i in range(32)]
+
+    def drafted_per_round(batch):
+        def make():
+            return adaptive.AdaptiveK(DraftModel(TARGET), adaptive.CostAware(verify_cost=CPU_CURVE))
+
+        results = engine.generate_batch(TARGET, make, prompts[:batch], 16, k=8, eos_token_id=-1)
+        rounds = [r for res in results for r in res.trace[1:]]  # after the first round's feedback
+        return np.mean([len(r.drafted) for r in rounds])
+
+    alone, wide = drafted_per_round(1), drafted_per_round(32)
+    assert alone >= 2 and wide < 0.5 * alone  # the same schedule, told only the width of each pass
+
+
 def test_cost_aware_drafting_stays_exact_in_a_batch():
     target = copy.deepcopy(TARGET).double()  # float64: no near-ties between batch shapes
     prompts = [[5, 17, 42, 8, 99, 3, 17, 42], [7, 7, 1, 2, 3, 7, 7, 1]]
@@ -155,3 +196,13 @@ def test_first_divergence_reports_a_planted_difference(monkeypatch):
     d = numerics.first_divergence(TARGET, PROMPT, PromptLookup(), max_new_tokens=20)
     assert d.position == 7 and d.margin_there == pytest.approx(d.margins[7])
     assert d.smallest_margin == pytest.approx(min(d.margins[:8]))
+
+
+def test_versus_hindsight_compares_a_policy_with_the_best_fixed_k_and_its_noise():
+    bands = {"fixed k=1": (0.8, 0.7, 0.9), "fixed k=4": (1.5, 1.4, 1.6), "cost-aware": (1.45, 1.3, 1.5)}
+    verdict = adaptive.versus_hindsight(bands, "cost-aware", ["fixed k=1", "fixed k=4"])
+    assert verdict["best"] == "fixed k=4" and verdict["holds"]  # 1.45 is within k=4's lowest repeat, 1.4
+    slower = {**bands, "cost-aware": (1.35, 1.2, 1.5)}
+    assert not adaptive.versus_hindsight(slower, "cost-aware", ["fixed k=1", "fixed k=4"])["holds"]
+    with pytest.raises(ValueError, match="no entry"):
+        adaptive.versus_hindsight(bands, "controller", ["fixed k=1"])

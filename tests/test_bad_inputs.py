@@ -262,7 +262,7 @@ bad("adaptive.Controller", "k_max", WHOLE, lambda v: adaptive.Controller(0.05, k
 bad("adaptive.Controller", "verify_cost", {"NaN": [0, 1, NAN], "negative": [0, 1, -2], "too short": [1]},
     lambda v: adaptive.Controller(0.05, verify_cost=v))
 bad("adaptive.CostAware", "c", POSITIVE_OR_ZERO, lambda v: adaptive.CostAware(v))
-bad("adaptive.CostAware", "rows", WHOLE, lambda v: adaptive.CostAware(rows=v))
+bad("adaptive.CostAware", "rows", {k: v for k, v in WHOLE.items() if v is not None}, lambda v: adaptive.CostAware(rows=v))
 bad("adaptive.CostAware", "prior", PROBABILITY, lambda v: adaptive.CostAware(prior=v))
 bad("adaptive.CostAware", "verify_cost", {"NaN": [0, 1, NAN], "negative": [0, 1, -2], "too short": [1],
                                           "a free pass": [0, 0, 1]},

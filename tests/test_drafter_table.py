@@ -87,3 +87,35 @@ def test_the_table_is_timed_round_robin_with_a_warm_up_of_every_drafter():
     assert all(r.acceptance.emitted == 6 and len(r.acceptance.per_request) == 1 for r in runs)
     with pytest.raises(ValueError, match="plain"):
         drafter_table.run(None, _Words(), {"plain": make}, prompts)
+
+
+def _rows(speedups: dict) -> list:
+    return [drafter_table.Row(name, "all", 0.5, [], 1.5, 1.0, 0.1, 0.05, s, True)
+            for name, s in speedups.items()]
+
+
+def test_bands_give_each_drafter_its_median_and_spread_over_repeats():
+    tables = [_rows({"a": 1.0, "b": 2.0}), _rows({"a": 1.4, "b": 1.6}), _rows({"a": 1.1, "b": 1.9})]
+    assert drafter_table.bands(tables) == {"a": (1.1, 1.0, 1.4), "b": (1.9, 1.6, 2.0)}
+    with pytest.raises(ValueError, match="no row of kind 'copy'"):
+        drafter_table.bands(tables, kind="copy")
+
+
+def test_repeated_runs_are_separate_round_robins_with_one_warm_up():
+    from specnotes import models
+    from specnotes.drafters import PromptLookup
+
+    made = []
+
+    def make():
+        made.append(1)
+        return PromptLookup()
+
+    prompts = [{"kind": "copy", "text": "a bb a bb a bb ccc"}, {"kind": "story", "text": "ee ffffff a"}]
+    tables = drafter_table.repeated(models.tiny_llama(seed=0, layers=1), _Words(), {"pl": make}, prompts,
+                                    repeats=3, warmup=1, progress=False, max_new_tokens=5, k=2)
+    assert len(tables) == 3 and len(made) == 1 + 3 * 2  # the warm-up before the first repeat only
+    assert all({(r.drafter, r.kind) for r in rows} == {("pl", "copy"), ("pl", "story"), ("pl", "all")}
+               for rows in tables)
+    median, low, high = drafter_table.bands(tables)["pl"]
+    assert 0 < low <= median <= high

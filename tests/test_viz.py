@@ -31,6 +31,8 @@ FLIP = BatchSweep([Point("mix", mode, b, 0, 1.0, rate, 1, 0, 0, 0, 0, b)
 LOAD = Sweep([1, 4], {(m, c): [Summary(c, t * f, t, 0.1, 0.01, 0.02, 2.0, 4) for f in (0.9, 1.1)]
                      for (m, c), t in {("plain", 1): 10, ("ngram", 1): 15, ("plain", 4): 30,
                                        ("ngram", 4): 27}.items()})
+BANDS = {"a": (1.2, 1.0, 1.3), "b": (0.8, 0.7, 0.9)}
+HISTORIES = {("copy", "cost-aware"): [3, 4, 0], ("free", "cost-aware"): [1, 0, 0]}
 # one call per figure of the module, each drawing into the `ax` (or `fig`) it is given
 FIGURES = {
     "plot_step_times": lambda ax: viz_timing.plot_step_times(0.2, np.full(9, 0.05), prompt_tokens=30, ax=ax),
@@ -55,8 +57,11 @@ FIGURES = {
     "plot_measured_crossover": lambda ax: viz_serving.plot_measured_crossover({1: 2.0}, {1: 2.1}, ax=ax),
     "plot_temperature_sweep": lambda ax: viz_serving.plot_temperature_sweep(SWEEP, ax=ax),
     "plot_arrivals": lambda ax: viz_serving.plot_arrivals({"plain": [0.0, 0.1, 0.2]}, ax=ax),
+    "plot_speedup_bands": lambda ax: viz_drafters.plot_speedup_bands(BANDS, ax=ax),
+    "plot_k_over_time": lambda fig: viz_serving.plot_k_over_time(HISTORIES, fig=fig),
 }
-MULTI_PANEL = {"plot_tree_and_mask", "plot_batch_flip", "plot_load_flip"}  # these take fig=, the others ax=
+# these take fig=, the others ax=
+MULTI_PANEL = {"plot_tree_and_mask", "plot_batch_flip", "plot_load_flip", "plot_k_over_time"}
 
 
 MODULES = (viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees)
@@ -160,3 +165,19 @@ def test_the_crossover_plot_marks_where_there_is_none_and_the_memory_limit():
     assert np.isnan(cross.get_ydata()[1]) and list(never.get_xdata()) == [4096]  # no crossing at 4k
     assert fits.get_ydata()[1] == serving.largest_batch(4, 8e9, "bf16", "H100 SXM", 4096)
     plt.close(fig)
+
+
+def test_speedup_bands_draw_each_median_with_its_repeats_and_k_over_time_one_line_per_policy():
+    fig = viz_drafters.plot_speedup_bands({"a": (1.2, 1.0, 1.3), "b": (0.8, 0.7, 0.9)})
+    ax = fig.axes[0]
+    assert [p.get_height() for p in ax.patches] == [1.2, 0.8]
+    (segments,) = ax.collections[0].get_segments()[:1]  # the first bar's error bar: lowest to highest repeat
+    assert segments[0][1] == pytest.approx(1.0) and segments[1][1] == pytest.approx(1.3)
+    fig2 = viz_serving.plot_k_over_time({("copy", "a"): [3, 4], ("copy", "b"): [0, 1], ("free", "a"): [1]})
+    assert len(fig2.axes) == 2 and len(fig2.axes[0].lines) == 2 and len(fig2.axes[1].lines) == 1
+    with pytest.raises(ValueError, match="empty"):
+        viz_drafters.plot_speedup_bands({})
+    with pytest.raises(ValueError, match="non-empty"):
+        viz_serving.plot_k_over_time({("copy", "a"): []})
+    for f in (fig, fig2):
+        plt.close(f)

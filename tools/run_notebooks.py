@@ -31,8 +31,8 @@ def clean(nb) -> None:
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python",
                                  "name": "python3"}
     for cell in nb.cells:
-        tags = cell.metadata.get("tags")
-        cell.metadata = {"tags": tags} if tags else {}
+        # tags, and the justifications tools/prose_claims.py reads from markdown cells
+        cell.metadata = {key: cell.metadata[key] for key in ("tags", "claims") if cell.metadata.get(key)}
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
                 out["text"] = final_text(out["text"])

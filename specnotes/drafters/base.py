@@ -45,7 +45,8 @@ class Feedback:
     drafted token or tree node), only when the drafter's `needs` has "predictions".
     states: (m, d) the target's last hidden states at the m positions committed this round (the first
     round: the whole prompt too), the last of them the one whose logits chose the newest token; only when
-    `needs` has "states"."""
+    `needs` has "states". rows: how many sequences shared the round's target pass (1 outside a batch;
+    a batch's live rows in generate_batch), so a drafter can price its drafts against the pass it rides."""
 
     tokens: list[int]
     before: int
@@ -53,6 +54,7 @@ class Feedback:
     accepted: int
     predictions: list[int] | None = None
     states: object | None = None
+    rows: int = 1
 
 
 class Drafter:
