@@ -164,7 +164,7 @@ bad("roofline.tokens_curve", "tokens", COUNTS, lambda v: roofline.tokens_curve(T
 bad("serving.pass_time", "batch", COUNTS, lambda v: serving.pass_time(v, 1, 8e9, "bf16", "H100 SXM"))
 bad("serving.pass_time", "context", COUNT, lambda v: serving.pass_time(4, 1, 8e9, "bf16", "H100 SXM", v))
 bad("serving.verify_cost", "k", COUNTS, lambda v: serving.verify_cost(4, v, 8e9, "bf16", "H100 SXM"))
-bad("serving.simulate", "alpha", {**PROBABILITY, "one (never rejects)": 1.0},
+bad("serving.simulate", "alpha", PROBABILITY,
     lambda v: serving.simulate(4, v, 4, 0.05, 8e9, "bf16", "H100 SXM"))
 bad("serving.simulate", "c", POSITIVE_OR_ZERO, lambda v: serving.simulate(4, 0.7, 4, v, 8e9, "bf16", "H100 SXM"))
 bad("serving.simulate", "n_params", POSITIVE, lambda v: serving.simulate(4, 0.7, 4, 0.05, v, "bf16", "H100 SXM"))

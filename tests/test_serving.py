@@ -15,6 +15,15 @@ def test_batch_one_matches_theory_with_the_rooflines_cost_ratio(alpha, k, c):
     assert serving.speedup(1, alpha, k, c, N8B, "bf16", H100) == pytest.approx(theory.speedup(alpha, k, c))
 
 
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_every_draft_accepted_gains_k_plus_one_per_round(k):
+    # a measured alpha of exactly 1 (a short sweep where no draft was rejected) is a workload, not an
+    # error: each round yields k + 1 tokens, and the crossover search runs on it
+    assert serving.speedup(1, 1.0, k, 0.0, N8B, "bf16", H100) == pytest.approx(k + 1)
+    cross = serving.crossover_batch(1.0, k, 0.0, 135e6, "fp32", H100)
+    assert cross is None or cross > serving.crossover_batch(0.5, k, 0.0, 135e6, "fp32", H100)
+
+
 def test_batch_one_on_a_compute_poor_machine_uses_the_implied_verify_cost():
     # a slow-compute machine: even B = 1 pays for the extra positions; theory.speedup with the
     # cost ratio the roofline implies, c + (verify - 1) / k, gives the same number
@@ -80,7 +89,7 @@ def test_largest_batch_is_the_last_that_fits_in_the_simulation():
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(batch=0), "batch"), (dict(batch=2.5), "batch"), (dict(alpha=1.2), "alpha"),
-    (dict(alpha=1.0), "alpha"), (dict(k=0), "k"), (dict(c=-1), "c"), (dict(n_params=-5), "n_params"),
+    (dict(alpha=-0.1), "alpha"), (dict(k=0), "k"), (dict(c=-1), "c"), (dict(n_params=-5), "n_params"),
     (dict(dtype="fp12"), "dtype"), (dict(gpu="H9000"), "unknown GPU"), (dict(context=-1), "context"),
 ])
 def test_bad_input_raises_clear_errors(kwargs, match):
