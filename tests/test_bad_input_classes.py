@@ -268,6 +268,8 @@ EXTREMES = [
     Same("toy.speculative_distribution: k = 10**6", lambda: toy.speculative_distribution(P, Q, 2, 10**6), lambda: toy.exact_distribution(P, 2)),
     Same("stats.exact_top_k: top_k past V is every token (was a torch index error)", lambda: stats.exact_top_k(TINY, IDS, 1, 10 * VOCAB)[1], lambda: stats.exact_top_k(TINY, IDS, 1, VOCAB)[1]),
     Same("serving.verify_cost: k = 10**4", lambda: [serving.verify_cost(4, 10**4, 8e9, *GPU) > 1], lambda: [True]),
+    Same("serving.speedup: alpha = 1 (every draft accepted: k + 1 tokens per round)",
+         lambda: [round(float(serving.speedup(1, 1.0, 4, 0.0, 8e9, *GPU)), 9)], lambda: [5.0]),
 ]
 
 EXTREMES_REFUSED = [
@@ -277,7 +279,6 @@ EXTREMES_REFUSED = [
     Refused("decode.plain_generate: temperature = 1e-38", lambda: decode.plain_generate(TINY, IDS, 4, do_sample=True, temperature=1e-38), "temperature"),
     Refused("stats.exact_first_tokens: temperature = 1e-38 (was all NaN)", lambda: stats.exact_first_tokens(TINY, IDS, 1, 1e-38), "temperature"),
     Refused("stats.samples_for_power: shift = 1e-300 (was an OverflowError)", lambda: stats.samples_for_power([0.5, 0.5], 1e-300), "shift"),
-    Refused("serving.simulate: alpha = 1 (never rejects, no workload)", lambda: serving.simulate(4, 1.0, 4, 0.0, 8e9, *GPU), "alpha"),
     Refused("drafters.RandomTree: widths = (V + 1,)", lambda: RandomTree(VOCAB, widths=(VOCAB + 1,)), "widths"),
     Refused("PromptLookup: num_tokens = V", lambda: PromptLookup(num_tokens=VOCAB), "num_tokens"),
     Refused("adaptive.Controller: k_max = 10**4", lambda: adaptive.Controller(0.05, k_max=10**4), "k_max"),

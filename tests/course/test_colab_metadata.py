@@ -53,11 +53,13 @@ def test_run_notebooks_clean_keeps_the_t4_request_and_drops_the_noise(name):
     clean = notebook_utils.tool("run_notebooks").clean
     nb = _as_colab_saved_it(nbformat.read(notebook_utils.ROOT / "notebooks" / f"{name}.ipynb", as_version=4))
     tags = [c.metadata.get("tags") for c in nb.cells]
+    claims = [c.metadata.get("claims") for c in nb.cells]  # the prose claims' justifications
     clean(nb)
     assert {k: nb.metadata.get(k) for k in T4} == T4
     assert set(nb.metadata) == {"accelerator", "colab", "kernelspec", "language_info"}
     assert [c.metadata.get("tags") for c in nb.cells] == tags
-    assert all(set(c.metadata) <= {"tags"} for c in nb.cells)
+    assert [c.metadata.get("claims") for c in nb.cells] == claims
+    assert all(set(c.metadata) <= {"tags", "claims"} for c in nb.cells)
 
 
 def test_clean_leaves_a_cpu_notebook_without_a_gpu_request():
