@@ -40,14 +40,7 @@ KNOWN: dict[str, list[str]] = {
         'comparison: loses, pays',
     ],
     '08_production': [
-        'comparison: lose',
-        'comparison: falling',
-        'comparison: below 1, falls',
-        'comparison: below 1, falls',
         'comparison: climbs, grows',
-        'comparison: grows',
-        'comparison: lose',
-        'comparison: below plain, paid',
     ],
     '09_vllm_serving': [
         'comparison: below 1, fell',
