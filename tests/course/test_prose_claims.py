@@ -20,15 +20,7 @@ KNOWN: dict[str, list[str]] = {
     '03_rejection_sampling': [
         'comparison: drops, flattens, grows',
     ],
-    '04_bug_zoo': [
-        'count: Five entries',
-        'count: Five entries',
-    ],
     '06_drafters': [
-        'comparison: fall, pays',
-        'comparison: fall',
-        'count: 7 candidate',
-        'count: 5 branches',
         'comparison: below plain, fell, slower',
         'comparison: lose',
         'comparison: below 1',
