@@ -314,10 +314,13 @@ def teacher_targets(target, inputs: np.ndarray, k: int = 8, progress: bool = Tru
     return got["ids"].astype(np.int64, copy=False), got["probs"].astype(np.float32, copy=False)
 
 
-def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True) -> np.ndarray:
+def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = True,
+                  layers: tuple[int, ...] | None = None) -> np.ndarray:
     """(N, L, d) float16: the target's last hidden state (after the final norm) at every position of
-    every window, cached on disk as teacher_targets are (cached_arrays). Medusa's heads and EagleLite
-    train on them."""
+    every window, cached on disk as teacher_targets are (cached_arrays). Medusa's heads, EagleLite and
+    ParallelLite train on them. layers: these of the model's hidden states instead (indices into
+    output_hidden_states, -1 the last after the norm), side by side: (N, L, len(layers) * d), what a
+    drafter with those state_layers is handed (Eagle3Lite)."""
     import torch
 
     tqdm = progress_bar()
@@ -328,12 +331,17 @@ def hidden_states(target, inputs: np.ndarray, batch: int = 8, progress: bool = T
             quiet = {} if progress else {"disable": True}
             for s in tqdm(range(0, len(inputs), batch), desc="hidden states", **quiet):
                 batch_ids = to_model(target, torch.as_tensor(inputs[s:s + batch]))
-                out.append(host(target.model(batch_ids).last_hidden_state.half()))
+                if layers is None:
+                    out.append(host(target.model(batch_ids).last_hidden_state.half()))
+                else:
+                    got = target.model(batch_ids, output_hidden_states=True).hidden_states
+                    out.append(host(torch.cat([got[i] for i in layers], -1).half()))
         return {"hidden": torch.cat(out).numpy()}
 
-    shape = (*inputs.shape, target.config.hidden_size)
-    layout = {"hidden": (shape, np.float16)}
-    return cached_arrays("hidden", target, inputs, "hidden", layout, compute)["hidden"]
+    width = target.config.hidden_size * (1 if layers is None else len(layers))
+    layout = {"hidden": ((*inputs.shape, width), np.float16)}
+    key = "hidden" if layers is None else "hidden-" + "-".join(map(str, layers))
+    return cached_arrays("hidden", target, inputs, key, layout, compute)["hidden"]
 
 
 def distill(student, target, steps: int, seconds: float | None = None, batch: int = 8,

@@ -186,7 +186,7 @@ def speculative_round(target, drafter, state: Decoding) -> Round:
         start_len = (0 if state.cache is None else state.cache.get_seq_length()) + n_uncached
         ids = [*state.uncached, seq[-1], *drafted]
         logits, hidden, state.cache = verify.verify_pass(target, state.cache, ids, tree, n_uncached,
-                                                         hidden="states" in drafter.needs)
+                                                         hidden=verify.wanted_states(drafter))
         state.uncached = []
         # 4. accept: the rule keeps a prefix (a tree: a branch) and picks the target's own next token
         path, nxt = state.verifier.judge(logits, drafted, q, tree, state.sampler)
@@ -326,7 +326,7 @@ def batch_round(target, batch: Batch) -> None:
             new.append([0] * pad_left + [1] * (len(head) + len(drafted)) + [0] * pad_right)
         new = torch.tensor(new, device=device)
         mask = new if batch.mask is None else torch.cat([batch.mask, new], 1)
-        states = any("states" in d.needs for d in drafters)
+        states = verify.wanted_states(drafters[0])  # one factory: every row the same kind
         grid = torch.tensor(grid, device=device)
         logits, hidden, batch.cache = verify.batch_pass(target, batch.cache, grid, mask, width_d + 1, states)
         batch.passes += 1

@@ -28,8 +28,17 @@ from specnotes.placement import device_of, dtype_of
 from specnotes.tree import Tree
 
 
+def wanted_states(drafter) -> bool | tuple[int, ...]:
+    """Which hidden states a round's pass hands this drafter: False (none: it does not need "states"),
+    True (the last, after the final norm) or its state_layers (indices into the model's hidden states,
+    0 the embeddings, -1 the last after the norm; verify_pass concatenates them)."""
+    if "states" not in drafter.needs:
+        return False
+    return tuple(drafter.state_layers) if drafter.state_layers else True
+
+
 def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_uncached: int = 0,
-                hidden: bool = False):
+                hidden: bool | tuple[int, ...] = False):
     """A round's ONE target pass: `tokens` = [uncached prompt tokens, last committed token, drafts (chain)
     or tree nodes] on top of the cache, which holds every earlier token. Returns (logits (len(tokens) -
     n_uncached, V) after the last token and after each draft/node, hidden states (len(tokens), d) after the
@@ -51,7 +60,7 @@ def verify_pass(target, cache, tokens: list[int], tree: Tree | None = None, n_un
     return logits[0], (states[0] if hidden else None), cache
 
 
-def batch_pass(target, cache, ids, mask, keep: int, hidden: bool = False):
+def batch_pass(target, cache, ids, mask, keep: int, hidden: bool | tuple[int, ...] = False):
     """The same ONE pass for a batch of rows (specnotes.engine.batch_round): ids (B, T) new columns, mask
     (B, cached + T) 1 where a column holds one of that row's tokens, 0 for padding and rejected drafts.
     Each row's positions count only its own tokens, so a row reads exactly what its batch-1 pass would.
@@ -60,16 +69,24 @@ def batch_pass(target, cache, ids, mask, keep: int, hidden: bool = False):
     return _forward(target, cache, ids, keep, hidden, mask, positions)
 
 
-def _forward(target, cache, ids, keep: int, hidden: bool, mask=None, positions=None):
+def _forward(target, cache, ids, keep: int, hidden, mask=None, positions=None):
     """The model's own forward over the cache: logits of the last `keep` columns (the LM head skips the
-    rest), the last hidden states (after the final norm) when asked, the cache now holding every column."""
+    rest), the hidden states when asked (hidden True: the last, after the final norm; a tuple of layer
+    indices: those, concatenated on the feature axis), the cache now holding every column."""
+    import torch
+
     kwargs = {cache_kwarg(type(target)): cache, "use_cache": True}
     if mask is not None:
         kwargs.update(attention_mask=mask, position_ids=positions)
     if accepts_logits_to_keep(type(target)):
         kwargs["logits_to_keep"] = keep
-    out = target(ids, output_hidden_states=hidden, **kwargs)
-    return out.logits[:, -keep:], (out.hidden_states[-1] if hidden else None), returned_cache(out)
+    out = target(ids, output_hidden_states=bool(hidden), **kwargs)
+    states = None
+    if hidden is True:
+        states = out.hidden_states[-1]
+    elif hidden:
+        states = torch.cat([out.hidden_states[i] for i in hidden], -1)
+    return out.logits[:, -keep:], states, returned_cache(out)
 
 
 def _rows(logits, drafted: list[int], sampler):

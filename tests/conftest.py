@@ -156,6 +156,16 @@ def _random_parts_class():
 
             return self.once("eagle", lambda: noisy(new_model(self.target)))
 
+        def eagle3(self):
+            from specnotes.training.eagle3 import new_model
+
+            return self.once("eagle3", lambda: noisy(new_model(self.target)))
+
+        def parallel(self):
+            from specnotes.training.parallel import new_model
+
+            return self.once("parallel", lambda: noisy(new_model(self.target)))
+
         def exit_adapter(self):
             import torch
 
@@ -228,7 +238,15 @@ def _registry():
     """Test name -> registry.Entry: the package's entries (specnotes.drafters.registry) where a test
     configuration is one of them, and test-only configurations beside them, through the same Entry."""
     from specnotes import adaptive
-    from specnotes.drafters import DraftModel, Lookahead, OneHot, PromptLookup, RandomTree
+    from specnotes.drafters import (
+        DraftModel,
+        Eagle3Lite,
+        Lookahead,
+        OneHot,
+        ParallelLite,
+        PromptLookup,
+        RandomTree,
+    )
     from specnotes.drafters.registry import ENTRIES, Entry
 
     return {
@@ -249,6 +267,11 @@ def _registry():
         "one-hot draft model": Entry(lambda t, p: OneHot(DraftModel(p.draft_lm()), greedy=False)),
         "eagle-lite": Entry(lambda t, p: EagleLite3(t, p)),
         "eagle-lite + gate": Entry(lambda t, p: EagleLite3(t, p, k=2, min_confidence=0.2)),
+        "eagle3-lite": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=3)),
+        "eagle3-lite, sampled": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=3, sampled=True)),
+        "parallel-lite": ENTRIES["parallel-lite"],
+        "parallel-lite, sampled": Entry(lambda t, p: ParallelLite(t, model=p.parallel(), sampled=True),
+                                        k=None),
         # trees
         "medusa (1,)": ENTRIES["medusa"],
         "medusa (3, 2, 2)": ENTRIES["medusa-3-2-2"],
@@ -284,7 +307,8 @@ def _traits():
 DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + adapter",
                  "adaptive k (heuristic) draft model", "eagle-lite, sampled", "prompt lookup",
                  "prompt lookup, fixed length", "suffix", "lookahead", "adaptive k (fixed) lookahead",
-                 "one-hot draft model", "eagle-lite", "eagle-lite + gate",
+                 "one-hot draft model", "eagle-lite", "eagle-lite + gate", "eagle3-lite",
+                 "eagle3-lite, sampled", "parallel-lite", "parallel-lite, sampled",
                  "medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
 
 

@@ -1,18 +1,20 @@
 """Train notebook 06's drafters in full mode and write their weights to data/drafters/ (committed).
 
-    python tools/train_drafters.py            # draft LM, early-exit adapter, Medusa heads, EagleLite
+    python tools/train_drafters.py            # every one: draft LM, exit adapter, Medusa and the three
+                                              # feature drafters (EagleLite, ParallelLite, Eagle3Lite)
     python tools/train_drafters.py --only medusa
 
 Data: the self-distillation set (the target's own answers, data/drafters/selfdistill.npz) plus windows of
 Python's pydoc topics, with the target's top-8 next-token probabilities as targets (one teacher pass,
 cached). EagleLite trains on the self-distillation set plus the larger free-form one
 (selfdistill-more.npz, 120k tokens the target wrote) and takes its targets from the cached hidden
-states instead.
+states instead; ParallelLite reads the same, and Eagle3Lite the states of its three fused layers (one more
+hidden-state pass).
 Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up to 10 for
 the Medusa heads (plus a 2-minute pass for the hidden states); EagleLite needs a 5-minute hidden-state
-pass, then 3000 steps in about 13 minutes, on 2 CPU cores. Without these files,
-load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and EagleLite(target) train quick
-ones.
+pass, then 3000 steps in about 13 minutes, on 2 CPU cores; ParallelLite and Eagle3Lite up to 10 minutes
+each. Without these files, load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target), the
+feature drafters (EagleLite(target) and the others) train quick ones.
 """
 
 from __future__ import annotations
@@ -23,22 +25,26 @@ import sys
 import torch
 
 from specnotes import distill, models
-from specnotes.training import distilled, eagle, early_exit, medusa
+from specnotes.training import distilled, eagle, eagle3, early_exit, medusa, parallel
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["draft", "exit", "medusa", "eagle"])
+    ap.add_argument("--only", choices=["draft", "exit", "medusa", "eagle", "parallel", "eagle3"])
     ap.add_argument("--draft-seconds", type=float, default=540)
     ap.add_argument("--exit-seconds", type=float, default=240)
     ap.add_argument("--medusa-seconds", type=float, default=600)
     ap.add_argument("--eagle-steps", type=int, default=3000)
     ap.add_argument("--eagle-seconds", type=float, default=900)
+    ap.add_argument("--parallel-steps", type=int, default=1500)
+    ap.add_argument("--parallel-seconds", type=float, default=600)
+    ap.add_argument("--eagle3-steps", type=int, default=1000)
+    ap.add_argument("--eagle3-seconds", type=float, default=600)
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     target, tokenizer = models.load(device="cpu", dtype=torch.float32)
-    if args.only != "eagle":  # EagleLite reads its own data and needs no teacher pass
+    if args.only in (None, "draft", "exit", "medusa"):  # the feature drafters read their own data
         data = distill.concat(distill.self_windows(), distill.pydoc_windows(tokenizer, args.pydoc_windows))
         print(f"training windows: {len(data.inputs)} x {data.inputs.shape[1]} tokens")
         distill.teacher_targets(target, data.inputs)
@@ -66,6 +72,14 @@ def main(argv=None) -> int:
                                    save_to=path)
         print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+    for name, module, train, steps, seconds in (
+            ("parallel", parallel, parallel.train_parallel, args.parallel_steps, args.parallel_seconds),
+            ("eagle3", eagle3, eagle3.train_eagle3, args.eagle3_steps, args.eagle3_seconds)):
+        if args.only in (None, name):
+            path = module.committed_path()
+            _, log = train(target, steps=steps, seconds=seconds, save_to=path)
+            print(f"{name}: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+                  f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     return 0
 
 

@@ -45,7 +45,8 @@ class Feedback:
     drafted token or tree node), only when the drafter's `needs` has "predictions".
     states: (m, d) the target's last hidden states at the m positions committed this round (the first
     round: the whole prompt too), the last of them the one whose logits chose the newest token; only when
-    `needs` has "states". rows: how many sequences shared the round's target pass (1 outside a batch;
+    `needs` has "states" ((m, len(state_layers) * d) for a drafter that names state_layers: those layers'
+    states side by side). rows: how many sequences shared the round's target pass (1 outside a batch;
     a batch's live rows in generate_batch), so a drafter can price its drafts against the pass it rides."""
 
     tokens: list[int]
@@ -73,6 +74,8 @@ class Drafter:
 
     needs: ClassVar[frozenset[str]] = frozenset()  # a subset of NEEDS
     drafts_trees: ClassVar[bool] = False
+    state_layers: tuple[int, ...] | None = None  # with "states": which of the target's hidden states (indices
+    #                                              into output_hidden_states; None: the last, after the norm)
     vocab_size: int | None = None  # a drafter that runs its own LM sets its vocabulary size: the engine
     #                                checks it is the target's (drafts must use the target's tokenizer)
 
@@ -100,6 +103,7 @@ class Wrapper(Drafter):
                             f"{inner!r}")
         self.inner = inner
         self.vocab_size, self.needs, self.drafts_trees = inner.vocab_size, inner.needs, inner.drafts_trees
+        self.state_layers = inner.state_layers
 
     def reset(self, prompt: list[int]) -> None:
         self.inner.reset(prompt)

@@ -25,6 +25,7 @@ class EagleLite(Drafter):
     drafted positions from its cache again."""
 
     needs = frozenset({"states"})  # the engine hands the target's hidden states to update()
+    load = staticmethod(load_eagle)  # the committed (or quick-trained) network for model="trained"
 
     def __init__(self, target, model="trained", k: int = 3, vocab: int | None = VOCAB,
                  min_confidence: float | None = None, sampled: bool = False):
@@ -47,7 +48,7 @@ class EagleLite(Drafter):
             vocab = checks.whole(vocab, "vocab", scalar=True)
         if isinstance(model, str) and model != "trained":
             raise ValueError(f"model must be 'trained', or a model from new_model/train_eagle, got {model!r}")
-        self.model = load_eagle(target) if model == "trained" else model
+        self.model = type(self).load(target) if model == "trained" else model
         self.k = k
         self.min_confidence = min_confidence
         self.cache = None
@@ -99,8 +100,8 @@ class EagleLite(Drafter):
             # pair each new committed feature (positions n-m-1 .. n-2) with the token after it
             nxt = torch.tensor([tokens[-m:]], device=device)
             pos = torch.arange(self.fed, self.fed + m, device=device)[None]
-            h, logits, self.cache = self.model(states[None], nxt, self.cache, pos, use_cache=True,
-                                               with_logits=self.subset is None)
+            h, logits, self.cache = self.model(self.model.features_of(states[None]), nxt, self.cache, pos,
+                                               use_cache=True, with_logits=self.subset is None)
             self.fed += m
             token, sure, q = self._pick(h, logits, sampler)
             drafted = [token] if sure and capped(self.k, k) > 0 else []  # (1,) tensors, kept on the device

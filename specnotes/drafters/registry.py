@@ -20,14 +20,18 @@ from specnotes import engine
 from specnotes.drafters.base import Drafter, Recorder
 from specnotes.drafters.draft_model import DraftModel
 from specnotes.drafters.eagle import EagleLite
+from specnotes.drafters.eagle3 import Eagle3Lite
 from specnotes.drafters.early_exit import EarlyExit
 from specnotes.drafters.lookahead import Lookahead
 from specnotes.drafters.medusa import Medusa
+from specnotes.drafters.parallel import ParallelLite
 from specnotes.drafters.prompt_lookup import PromptLookup
 from specnotes.drafters.suffix import Suffix
 from specnotes.training.distilled import load_distilled_draft
 from specnotes.training.eagle import load_eagle
+from specnotes.training.eagle3 import load_eagle3
 from specnotes.training.medusa import load_medusa_heads
+from specnotes.training.parallel import BLOCK, load_parallel
 
 RUN = "run"  # Entry.k: the run's k caps this drafter's draft (model drafters pay per drafted token)
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
@@ -58,6 +62,12 @@ class Parts:
 
     def eagle(self):
         return self.once("eagle", lambda: load_eagle(self.target))
+
+    def eagle3(self):
+        return self.once("eagle3", lambda: load_eagle3(self.target))
+
+    def parallel(self):
+        return self.once("parallel", lambda: load_parallel(self.target))
 
     def exit_adapter(self) -> dict:
         """EarlyExit's keywords for its trained adapter."""
@@ -94,6 +104,10 @@ ENTRIES: dict[str, Entry] = {
     "eagle-lite": Entry(lambda t, p: EagleLite(t, model=p.eagle(), k=EAGLE_K)),
     "eagle-lite+gate": Entry(lambda t, p: EagleLite(t, model=p.eagle(), k=EAGLE_K,
                                                     min_confidence=EAGLE_GATE)),
+    # this year's drafters (notebook 06): EAGLE-3's fused features and training-time test at EagleLite's
+    # size, one guess per round like it; and parallel drafting, a block of guesses from one pass
+    "eagle3-lite": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=EAGLE_K)),
+    "parallel-lite": Entry(lambda t, p: ParallelLite(t, model=p.parallel()), k=BLOCK),
     "engine-no-draft": Entry(lambda t, p: Drafter()),  # drafts nothing: the engine's own overhead
 }
 TABLE = ("prompt-lookup", "suffix", "lookahead", "early-exit", "early-exit+adapter", "distilled-draft",
