@@ -26,22 +26,28 @@ def expected_tokens(alpha, k):
     return np.where(a < 1, closed, kk + 1.0)[()]
 
 
-def speedup(alpha, k, c, verify=1.0):
+def speedup(alpha, k, c, verify=1.0, c_pass=0.0):
     """Expected speedup over plain decoding: E(alpha, k) tokens per round over the round's cost,
-    k*c + verify plain decode steps.
+    k*c + c_pass + verify plain decode steps.
 
-    verify is the verify pass over k + 1 positions relative to one plain step: 1 (the default, the
+    c is the draft cost per drafted token (a chain drafter runs once per token); c_pass the draft cost per
+    round whatever k is (a parallel drafter's one pass guesses all k; a chain drafter's fixed cost per
+    round). verify is the verify pass over k + 1 positions relative to one plain step: 1 (the default, the
     seed article's formula) on a GPU far below the ridge point; more on a CPU or at a large batch."""
     kk = checks.whole(k, "k")
-    cost = kk * checks.positive(c, "c", zero=True) + checks.positive(verify, "verify (in plain steps)")
+    cost = (kk * checks.positive(c, "c", zero=True) + checks.positive(c_pass, "c_pass", zero=True)
+            + checks.positive(verify, "verify (in plain steps)"))
     return (expected_tokens(alpha, kk) / cost)[()]
 
 
-def best_k(alpha, c, k_max: int = 20):
-    """(k, speedup) maximizing speedup over k = 1..k_max; the smallest such k on ties. Broadcasts."""
+def best_k(alpha, c, k_max: int = 20, c_pass=0.0):
+    """(k, speedup) maximizing speedup over k = 1..k_max; the smallest such k on ties. Broadcasts. With a
+    per-round cost c_pass and c = 0 (a parallel drafter) a longer draft never costs more to draft, so the
+    best k is the largest unless the verify pass grows."""
     kk = np.arange(1, checks.whole(k_max, "k_max", high=1000, scalar=True) + 1)
-    a, cc = np.broadcast_arrays(checks.probability(alpha, "alpha"), checks.positive(c, "c", zero=True))
-    table = speedup(a[..., None], kk, cc[..., None])
+    a, cc, cp = np.broadcast_arrays(checks.probability(alpha, "alpha"), checks.positive(c, "c", zero=True),
+                                    checks.positive(c_pass, "c_pass", zero=True))
+    table = speedup(a[..., None], kk, cc[..., None], c_pass=cp[..., None])
     i = np.argmax(table, axis=-1)
     return (kk[i])[()], np.take_along_axis(table, i[..., None], axis=-1)[..., 0][()]
 

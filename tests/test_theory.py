@@ -57,6 +57,25 @@ def test_a_verify_pass_of_one_step_is_the_seed_formula_and_a_costlier_one_divide
     np.testing.assert_allclose(out, theory.expected_tokens(0.8, np.array([1, 2, 3])) / [1.0, 1.2, 1.4])
 
 
+def test_a_per_round_draft_cost_is_paid_once_whatever_k():
+    e = theory.expected_tokens(0.6, np.array([1, 4, 8]))
+    # a parallel drafter: one pass of 0.3 steps for any k, against a chain paying 0.1 per token
+    np.testing.assert_allclose(theory.speedup(0.6, np.array([1, 4, 8]), 0.0, c_pass=0.3), e / 1.3)
+    ks = np.array([1, 4, 8])
+    np.testing.assert_allclose(theory.speedup(0.6, ks, 0.1), e / (1 + 0.1 * ks))
+    # both costs together, and with c_pass = 0 the formula is the per-token one
+    assert theory.speedup(0.6, 4, 0.1, c_pass=0.3) == pytest.approx(e[1] / (1 + 0.4 + 0.3))
+    assert theory.speedup(0.6, 4, 0.1, c_pass=0.0) == theory.speedup(0.6, 4, 0.1)
+    # the break-even: one pass for 4 guesses beats 4 steps of c exactly when c_pass < 4 c
+    assert theory.speedup(0.6, 4, 0.0, c_pass=0.39) > theory.speedup(0.6, 4, 0.1) > \
+        theory.speedup(0.6, 4, 0.0, c_pass=0.41)
+    # with nothing to pay per token the best k is the longest draft, and c_pass still lowers the speedup
+    k, s = theory.best_k(0.6, 0.0, k_max=12, c_pass=0.3)
+    assert k == 12 and s == pytest.approx(theory.speedup(0.6, 12, 0.0, c_pass=0.3))
+    with pytest.raises(ValueError, match="c_pass"):
+        theory.speedup(0.6, 4, 0.1, c_pass=-0.1)
+
+
 def test_position_alphas_count_each_draft_length_apart():
     # rounds: (drafted, judged, accepted); the scan judges one past the last accepted draft
     drafted, judged, accepted = [2, 2, 10, 10, 0], [2, 1, 10, 10, 0], [1, 0, 10, 9, 0]
