@@ -36,8 +36,19 @@ from specnotes import (
     verify,
 )
 from specnotes.decode import plain_generate, prompt_ids
-from specnotes.drafters import DraftModel, EagleLite, EarlyExit, Lookahead, Medusa, PromptLookup, Suffix
+from specnotes.drafters import (
+    DraftModel,
+    Eagle3Lite,
+    EagleLite,
+    EarlyExit,
+    Lookahead,
+    Medusa,
+    ParallelLite,
+    PromptLookup,
+    Suffix,
+)
 from specnotes.surgery import student
+from specnotes.training import eagle3, parallel
 from specnotes.training.eagle import new_model
 from specnotes.training.early_exit import exit_model
 from specnotes.training.medusa import new_heads
@@ -90,10 +101,12 @@ def tree_drafters(target):
     heads = new_heads(target, 2)
     for i, p in enumerate(heads.parameters()):  # not the LM head's own guess any more, as after training
         _noise(p, 0.05, i)
-    eagle = new_model(target)
+    eagle, fused, block = new_model(target), eagle3.new_model(target), parallel.new_model(target)
     return {
         "medusa": lambda: Medusa(target, heads=heads, widths=(2, 1), n_heads=2),
         "eagle-lite": lambda: EagleLite(target, model=eagle, k=2, vocab=None),
+        "eagle3-lite": lambda: Eagle3Lite(target, model=fused, k=2, vocab=None),
+        "parallel-lite": lambda: ParallelLite(target, model=block, vocab=None),
     }
 
 
