@@ -34,10 +34,6 @@ KNOWN: dict[str, list[str]] = {
     '08_production': [
         'comparison: climbs, grows',
     ],
-    '09_vllm_serving': [
-        'comparison: below 1, fell',
-        'comparison: below plain, falls',
-    ],
 }
 
 
