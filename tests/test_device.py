@@ -170,7 +170,8 @@ def test_the_trained_drafters_follow_the_real_target_to_its_device_and_dtype(rea
     from specnotes.training.distilled import load_distilled_draft
 
     target = copy.deepcopy(real[0]).to("meta", dtype)
-    built = {"medusa": Medusa(target), "eagle-lite": EagleLite(target),
+    built = {"medusa": Medusa(target), "eagle-lite": EagleLite(target), "eagle3-lite": Eagle3Lite(target),
+             "parallel-lite": ParallelLite(target),
              "early-exit+adapter": EarlyExit(target, adapter="trained"),
              "distilled-draft": DraftModel(load_distilled_draft(target))}
     for name, drafter in built.items():

@@ -31,7 +31,7 @@ from specnotes.training.distilled import load_distilled_draft
 from specnotes.training.eagle import load_eagle
 from specnotes.training.eagle3 import load_eagle3
 from specnotes.training.medusa import load_medusa_heads
-from specnotes.training.parallel import BLOCK, load_parallel
+from specnotes.training.parallel import load_parallel
 
 RUN = "run"  # Entry.k: the run's k caps this drafter's draft (model drafters pay per drafted token)
 MEDUSA_WIDTHS = (1,)  # the cheapest tree: on 2 CPU cores wider ones lost as much or more (notebook 06)
@@ -39,6 +39,10 @@ EAGLE_K = 1  # one guess per round (scored over the tokens the committed draft w
 EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >= 0.3. Chosen with
 # tools/tune_eagle_gate.py on the validation prompts: gates from none to 0.4 ran at the same speed there
 # (1.25-1.28x), and 0.3 lifts α from 0.49 to 0.67 for 0.1 fewer tokens per pass.
+PARALLEL_K = 2  # ParallelLite's guesses per round, of the block of 4 it was trained for. On the validation
+# prompts (greedy, 64 tokens, one run of 2026-12-06) k = 2, 3, 4 ran at 1.16x, 0.94x, 0.90x plain: α by
+# position fell from 0.41 to 0.20 after the first guess, so the later slots widened the pass for little.
+# Eagle3Lite keeps EAGLE_K: in the same run its k = 1, 2, 3 gave 1.26x, 1.17x, 0.91x.
 
 
 class Parts:
@@ -107,7 +111,7 @@ ENTRIES: dict[str, Entry] = {
     # this year's drafters (notebook 06): EAGLE-3's fused features and training-time test at EagleLite's
     # size, one guess per round like it; and parallel drafting, a block of guesses from one pass
     "eagle3-lite": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=EAGLE_K)),
-    "parallel-lite": Entry(lambda t, p: ParallelLite(t, model=p.parallel()), k=BLOCK),
+    "parallel-lite": Entry(lambda t, p: ParallelLite(t, model=p.parallel(), k=PARALLEL_K), k=None),
     "engine-no-draft": Entry(lambda t, p: Drafter()),  # drafts nothing: the engine's own overhead
 }
 TABLE = ("prompt-lookup", "suffix", "lookahead", "early-exit", "early-exit+adapter", "distilled-draft",
