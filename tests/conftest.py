@@ -267,9 +267,8 @@ def _registry():
         "one-hot draft model": Entry(lambda t, p: OneHot(DraftModel(p.draft_lm()), greedy=False)),
         "eagle-lite": Entry(lambda t, p: EagleLite3(t, p)),
         "eagle-lite + gate": Entry(lambda t, p: EagleLite3(t, p, k=2, min_confidence=0.2)),
-        "eagle3-lite": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=3)),
+        # this year's drafters: sampled (each guess drawn and reported with its q; under greedy, the argmax)
         "eagle3-lite, sampled": Entry(lambda t, p: Eagle3Lite(t, model=p.eagle3(), k=3, sampled=True)),
-        "parallel-lite": ENTRIES["parallel-lite"],
         "parallel-lite, sampled": Entry(lambda t, p: ParallelLite(t, model=p.parallel(), sampled=True),
                                         k=None),
         # trees
@@ -307,8 +306,8 @@ def _traits():
 DRAFTER_NAMES = ("draft model", "draft model, confidence stop", "early exit + adapter",
                  "adaptive k (heuristic) draft model", "eagle-lite, sampled", "prompt lookup",
                  "prompt lookup, fixed length", "suffix", "lookahead", "adaptive k (fixed) lookahead",
-                 "one-hot draft model", "eagle-lite", "eagle-lite + gate", "eagle3-lite",
-                 "eagle3-lite, sampled", "parallel-lite", "parallel-lite, sampled",
+                 "one-hot draft model", "eagle-lite", "eagle-lite + gate", "eagle3-lite, sampled",
+                 "parallel-lite, sampled",
                  "medusa (1,)", "medusa (3, 2, 2)", "random tree", "top-k tree of a truncated target")
 
 
