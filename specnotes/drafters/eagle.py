@@ -16,6 +16,18 @@ from specnotes.placement import device_of
 from specnotes.training.eagle import VOCAB, load_eagle, scored_tokens
 
 
+def scored_head(target, model, vocab: int | None):
+    """(token ids, their rows of the LM head), both on the network's device, for a feature drafter that
+    scores only the `vocab` tokens the target writes most often; None to score every token."""
+    ids = scored_tokens(target, vocab)
+    if ids is None:
+        return None
+    import torch
+
+    ids = torch.as_tensor(ids, device=device_of(model))
+    return ids, model.body.lm_head.weight[ids].detach()
+
+
 class EagleLite(Drafter):
     """Chain drafting from the target's hidden states: up to k guesses per round (the engine's k caps
     it; fewer, or none, when min_confidence stops the chain).
@@ -54,13 +66,7 @@ class EagleLite(Drafter):
         self.cache = None
         self.fed = 0
         self.states = None  # the target's hidden states at the positions committed last round
-        self.subset = None
-        ids = scored_tokens(target, vocab)
-        if ids is not None:
-            import torch
-
-            ids = torch.as_tensor(ids, device=device_of(self.model))
-            self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
+        self.subset = scored_head(target, self.model, vocab)
 
     def _pick(self, h, logits, sampler) -> tuple[object, bool, object]:
         """The draft's guess as a (1,) tensor on the device (its top token, or a draw when sampled), whether

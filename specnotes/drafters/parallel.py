@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from specnotes import checks
 from specnotes.drafters.base import Draft, Drafter, capped
-from specnotes.placement import device_of
-from specnotes.training.eagle import VOCAB, scored_tokens
+from specnotes.drafters.eagle import scored_head
+from specnotes.training.eagle import VOCAB
 from specnotes.training.parallel import load_parallel
 
 
@@ -42,13 +42,8 @@ class ParallelLite(Drafter):
         if vocab is not None:
             vocab = checks.whole(vocab, "vocab", scalar=True)
         self.sampled = sampled
-        self.cache, self.fed, self.states, self.subset = None, 0, None, None
-        ids = scored_tokens(target, vocab)
-        if ids is not None:
-            import torch
-
-            ids = torch.as_tensor(ids, device=device_of(self.model))
-            self.subset = (ids, self.model.body.lm_head.weight[ids].detach())
+        self.cache, self.fed, self.states = None, 0, None
+        self.subset = scored_head(target, self.model, vocab)
 
     def reset(self, prompt: list[int]) -> None:
         self.cache, self.fed, self.states = None, 0, None
@@ -61,11 +56,11 @@ class ParallelLite(Drafter):
         if self.subset is None:
             scores = self.model.body.lm_head(rows).float()
         else:
-            scores = rows @ self.subset[1].T
+            scores = (rows @ self.subset[1].T).float()
         if not (self.sampled and sampler.do_sample):
             best = scores.argmax(-1)
             return (best if self.subset is None else self.subset[0][best]), None
-        full = scores.float()
+        full = scores
         if self.subset is not None:  # tokens outside the scored ones get no mass
             vocab = self.model.body.lm_head.weight.shape[0]
             full = torch.full((rows.shape[0], vocab), float("-inf"), device=rows.device).index_copy(

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specnotes import checks, distill, weights
+from specnotes import checks, weights
 from specnotes.passes import cache_kwarg, returned_cache
 from specnotes.placement import follow
-from specnotes.training.eagle import VOCAB, EagleModel, train_features, train_windows
+from specnotes.training.eagle import VOCAB, EagleModel, train_features
 
 FILE = "parallel-lite.safetensors"
 BLOCK = 4  # tokens guessed per pass: the last pair's guess and 3 slots
@@ -103,15 +103,14 @@ def train_parallel(target, steps: int = 1500, seconds: float | None = None, data
     TrainLog)."""
     anchors = checks.whole(anchors, "anchors (blocks per training window)", scalar=True)
     block = checks.whole(block, "block (tokens guessed per pass)", low=2, scalar=True)
-    first = data if data is None or isinstance(data, distill.Windows) else data[0]
-    length = (train_windows()[0] if first is None else first).inputs.shape[1] - 1  # pairs t = 0 .. L-2
-    if length < block + 1:
-        raise ValueError(f"data: windows of {length + 1} tokens are too short for blocks of {block}")
-    n_anchors = min(anchors, length - block + 1)  # anchors t whose every slot has a target: t + block <= L-1
-    slot_ids = np.tile(np.arange(block - 1), n_anchors)
 
     def make_loss(model, d):
         device, rng = d.tokens.device, np.random.default_rng(0)
+        length = d.tokens.shape[1] - 1  # pairs (h_t, token t+1) for t = 0 .. L-2
+        if length < block + 1:
+            raise ValueError(f"data: windows of {length + 1} tokens are too short for blocks of {block}")
+        n_anchors = min(anchors, length - block + 1)  # anchors t whose every slot has a target
+        slot_ids = np.tile(np.arange(block - 1), n_anchors)
 
         def loss_fn(idx):
             idx = torch.as_tensor(idx, device=device)
