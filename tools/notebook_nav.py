@@ -144,7 +144,7 @@ GUIDE = {
          "band) and turn speculation off by batch size",
          "audit a production sampler with the calibrated χ² test against the model's exact distribution"),
         "notebooks 03 (the rule and the χ² test), 07 (timing honestly), 08 (batching); `make vllm` once.",
-        42, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
+        76, 40, "the same model in vLLM: the flip under real load, its sampler audited", quick_minutes=25),
 }
 
 
