@@ -52,6 +52,26 @@ def best_k(alpha, c, k_max: int = 20, c_pass=0.0):
     return (kk[i])[()], np.take_along_axis(table, i[..., None], axis=-1)[..., 0][()]
 
 
+def alpha_needed(goal, k, c, verify=1.0, c_pass=0.0):
+    """The smallest alpha at which speedup(alpha, k, c, verify, c_pass) reaches `goal`; nan where even
+    alpha = 1 (every draft accepted, k + 1 tokens a round) falls short, so the round's cost, not the
+    acceptance, is what stops it. Broadcasts. speedup rises with alpha, so it is found by bisection (50
+    halvings: to 1e-15, far below any alpha a run can measure)."""
+    g = np.asarray(checks.positive(goal, "goal (a speedup)"), dtype=np.float64)
+    args = np.broadcast_arrays(g, np.asarray(checks.whole(k, "k")), np.asarray(checks.positive(
+        c, "c", zero=True), dtype=np.float64), np.asarray(checks.positive(verify, "verify (in plain steps)"),
+        dtype=np.float64), np.asarray(checks.positive(c_pass, "c_pass", zero=True), dtype=np.float64))
+    g, kk, cc, vv, cp = args
+    lo, hi = np.zeros(g.shape), np.ones(g.shape)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        short = speedup(mid, kk, cc, vv, cp) < g
+        lo, hi = np.where(short, mid, lo), np.where(short, hi, mid)
+    reachable = speedup(np.ones(g.shape), kk, cc, vv, cp) >= g
+    free = speedup(np.zeros(g.shape), kk, cc, vv, cp) >= g  # reached with no draft ever accepted
+    return np.where(free, 0.0, np.where(reachable, hi, np.nan))[()]
+
+
 def acceptance_rate(p, q):
     """alpha of the rejection rule: sum of min(p, q) over the last axis, = 1 - TV(p, q)."""
     p, q = checks.distribution(p, "p"), checks.distribution(q, "q")
@@ -72,6 +92,31 @@ def expected_tokens_positional(alphas):
     if a.ndim == 0 or a.shape[-1] == 0:
         raise ValueError("alphas needs one acceptance rate per draft position, shape (..., k)")
     return (1 + np.cumprod(a, axis=-1).sum(axis=-1))[()]
+
+
+def pass_cost_break_even(position_alpha, alpha, c, verify=1.0):
+    """When one pass for k guesses beats k cheap steps. For k = 1..K (K = len(position_alpha)): the
+    per-round draft cost at which a parallel drafter, whose draft position i is accepted at
+    position_alpha[i-1] (its later guesses do not see the earlier ones, so these fall faster), ties a
+    chain drafter accepted at `alpha` at every position that pays c per drafted token. Both are verified
+    by the same pass: verify in plain steps, a scalar or a curve indexed by width (verify[k + 1] prices
+    a round of k). Below the returned cost the parallel drafter is faster; a value at or below 0 means no
+    cost would make it so. At equal acceptance (position_alpha all alpha) the break-even is k*c."""
+    pa = np.asarray(checks.probability(position_alpha, "position_alpha")).reshape(-1)
+    if pa.size == 0:
+        raise ValueError("position_alpha needs one acceptance rate per draft position")
+    ks = np.arange(1, pa.size + 1)
+    v = np.asarray(checks.positive(verify, "verify (in plain steps)", zero=True), dtype=np.float64)
+    if v.ndim:  # a curve indexed by width: verify[0], a pass over nothing, is 0 and never read
+        if v.size < pa.size + 2:
+            raise ValueError(f"verify: a curve indexed by width needs {pa.size + 2} entries (verify[k + 1] "
+                             f"for k up to {pa.size}), got {v.size}")
+        v = v[ks + 1]
+    if np.any(v <= 0):
+        raise ValueError(f"verify must be > 0 for a pass over 2 or more positions, got {verify!r}")
+    parallel = 1 + np.cumsum(np.cumprod(pa))
+    chain = expected_tokens(checks.probability(alpha, "alpha", scalar=True), ks)
+    return parallel / chain * (ks * checks.positive(c, "c", zero=True, scalar=True) + v) - v
 
 
 class SpeedupTable(NamedTuple):

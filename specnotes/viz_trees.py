@@ -66,3 +66,40 @@ def plot_tree_sizes(sizes, tokens_per_pass, speedups, labels=None, ax=None):
     ax.set_title("Bigger trees accept more per pass; on a CPU each extra node also costs")
     ax.legend(fontsize=8)
     return ax.figure
+
+
+def plot_parallel_pass(positions, see, pairs: int, fig=None):
+    """A parallel drafter's one pass (ParallelLite, notebook 06), drawn like the tree mask. Rows: `pairs`
+    committed (state, token) pairs, then the mask slots; positions[i] is row i's position and see its
+    attention mask (specnotes.training.parallel.block_layout gives both). Left: what each row reads and
+    which token its output guesses (the last pair's output and every slot's are the draft; the earlier
+    pairs only fill the drafter's cache). Right: the mask."""
+    positions, see = np.asarray(positions).reshape(-1), np.asarray(see, dtype=bool)
+    q = positions.size
+    if see.shape != (q, q) or not 1 <= pairs <= q:
+        raise ValueError(f"see must be ({q}, {q}) and 1 <= pairs <= {q}; got {see.shape} and pairs={pairs}")
+    fig = fig or plt.figure(figsize=(12, 0.45 * q + 2))
+    ax_rows, ax_mask = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+    names = ([f"pair (h{p}, x{p + 1})" for p in positions[:pairs]]
+             + [f"mask slot {j}" for j in range(1, q - pairs + 1)])
+    for i, (name, p) in enumerate(zip(names, positions, strict=True)):
+        guess = i >= pairs - 1
+        ax_rows.text(0.02, -i, f"{name}  at position {p}", va="center", fontsize=8,
+                     bbox={"boxstyle": "round", "fc": "tab:orange" if i >= pairs else "tab:blue",
+                           "alpha": 0.25, "ec": "0.5"})
+        ax_rows.annotate(f"guesses x{p + 2}" if guess else "(fills the cache)", (0.62, -i), xytext=(0.5, -i),
+                         va="center", fontsize=8, color="k" if guess else "0.5",
+                         arrowprops={"arrowstyle": "->", "color": "0.4"})
+    ax_rows.set_xlim(0, 1)
+    ax_rows.set_ylim(-q + 0.4, 0.6)
+    ax_rows.axis("off")
+    ax_rows.set_title(f"{q - pairs + 1} guesses from one pass")
+    ax_mask.imshow(see, cmap="Blues", vmin=0, vmax=1.4)
+    ticks = [f"p{p}" for p in positions[:pairs]] + [f"s{j}" for j in range(1, q - pairs + 1)]
+    ax_mask.set_xticks(range(q), ticks, fontsize=7)
+    ax_mask.set_yticks(range(q), ticks, fontsize=7)
+    ax_mask.set_xlabel("attends to (plus every cached pair)")
+    ax_mask.set_ylabel("query row")
+    ax_mask.set_title("Each slot sees the text and the slots before it, never a guess")
+    fig.tight_layout()
+    return fig

@@ -15,33 +15,39 @@ from IPython.display import clear_output, display
 from specnotes import readouts, roofline, viz_roofline, viz_serving, viz_speedup
 
 
-def speedup_explorer(alpha: float = 0.8, k: int = 4, c: float = 0.05):
-    """Sliders for alpha, k and c; live speedup and tokens-per-pass plots, the best-k heatmap, a readout.
+def speedup_explorer(alpha: float = 0.8, k: int = 4, c: float = 0.05, c_pass: float = 0.0):
+    """Sliders for alpha, k and the two draft costs: c per drafted token (a chain drafter's steps) and
+    c_pass per round (a parallel drafter's one pass for all k); live speedup and tokens-per-pass plots,
+    the best-k heatmap, a readout.
 
     Returns the widget (display it, or leave it as a cell's last expression)."""
     style = {"description_width": "initial"}
     alpha_s = w.FloatSlider(value=alpha, min=0.0, max=0.99, step=0.01, description="α acceptance",
                             style=style, continuous_update=True)
     k_s = w.IntSlider(value=k, min=1, max=16, step=1, description="k drafted", style=style)
-    c_s = w.FloatSlider(value=c, min=0.0, max=1.0, step=0.05, description="c draft cost", style=style)
+    c_s = w.FloatSlider(value=c, min=0.0, max=1.0, step=0.05, description="c per token", style=style)
+    pass_s = w.FloatSlider(value=c_pass, min=0.0, max=1.0, step=0.05, description="c per round",
+                           style=style)
     readout = w.HTML()
     out = w.Output()
-    heatmap = viz_speedup.best_k_grid()  # computed once; every redraw reuses it
+    heatmaps = {}  # c_pass -> best_k_grid, computed once per value; redraws reuse it
 
     def redraw(_=None):
-        view = viz_speedup.speedup_view(alpha_s.value, k_s.value, c_s.value)
+        view = viz_speedup.speedup_view(alpha_s.value, k_s.value, c_s.value, c_pass=pass_s.value)
         readout.value = f"<b>{view.readout}</b>"
+        if view.c_pass not in heatmaps:
+            heatmaps[view.c_pass] = viz_speedup.best_k_grid(c_pass=view.c_pass)
         with out:
             clear_output(wait=True)
-            fig = viz_speedup.draw_speedup(view, heatmap=heatmap)
+            fig = viz_speedup.draw_speedup(view, heatmap=heatmaps[view.c_pass])
             display(fig)
             plt.close(fig)
 
-    for s in (alpha_s, k_s, c_s):
+    for s in (alpha_s, k_s, c_s, pass_s):
         s.observe(redraw, names="value")
     redraw()
-    box = w.VBox([w.HBox([alpha_s, k_s, c_s]), readout, out])
-    box.sliders = {"alpha": alpha_s, "k": k_s, "c": c_s}  # handles for tests and for scripted demos
+    box = w.VBox([w.HBox([alpha_s, k_s, c_s, pass_s]), readout, out])
+    box.sliders = {"alpha": alpha_s, "k": k_s, "c": c_s, "c_pass": pass_s}  # handles for tests and demos
     box.readout = readout
     return box
 

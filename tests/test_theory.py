@@ -76,6 +76,44 @@ def test_a_per_round_draft_cost_is_paid_once_whatever_k():
         theory.speedup(0.6, 4, 0.1, c_pass=-0.1)
 
 
+def test_the_pass_cost_break_even_is_k_c_at_equal_acceptance_and_falls_with_decay():
+    # the same α at every position: one pass for k guesses ties k steps of c exactly at c_pass = k c
+    np.testing.assert_allclose(theory.pass_cost_break_even([0.6] * 5, 0.6, 0.07), 0.07 * np.arange(1, 6))
+    # a parallel drafter's guesses decay: at the break-even both give the same speedup
+    decayed = 0.6 * 0.5 ** np.arange(5)
+    verify = np.array([0, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8])
+    even = theory.pass_cost_break_even(decayed, 0.6, 0.07, verify)
+    for k in range(1, 6):
+        par = theory.expected_tokens_positional(decayed[:k]) / (even[k - 1] + verify[k + 1])
+        assert par == pytest.approx(theory.speedup(0.6, k, 0.07, verify[k + 1]))
+    # at k = 1 both guess position 1 alike, so they tie at c; past it the decay lowers the break-even
+    assert even[0] == pytest.approx(0.07) and np.all(even[1:] < 0.07 * np.arange(2, 6))
+    assert np.all(np.diff(even) < 0.07)
+    with pytest.raises(ValueError, match="verify"):
+        theory.pass_cost_break_even(decayed, 0.6, 0.07, verify[:4])
+
+
+def test_alpha_needed_inverts_the_speedup_and_names_an_unreachable_goal():
+    # the seed article's row at c = 0.05, k = 4: alpha 0.7 gives 2.31x, so 2.31x needs alpha of about 0.7
+    a = theory.alpha_needed(theory.speedup(0.7, 4, 0.05), 4, 0.05)
+    assert a == pytest.approx(0.7, abs=1e-9)
+    # broadcast over goals and verify costs; the answer reaches the goal and a hair less does not
+    goals, verify = np.array([1.2, 1.4, 1.6]), np.array([[1.0], [1.4]])
+    need = theory.alpha_needed(goals, 2, 0.07, verify)
+    assert need.shape == (2, 3) and np.all(np.diff(need, axis=1) > 0) and np.all(need[1] > need[0])
+    np.testing.assert_allclose(theory.speedup(need, 2, 0.07, verify), np.broadcast_to(goals, (2, 3)))
+    assert np.all(theory.speedup(need - 1e-6, 2, 0.07, verify) < goals)
+    # a per-round cost counts like k*c: the same alpha for c_pass = 2c at k = 2
+    per_round = theory.alpha_needed(1.4, 2, 0.0, 1.4, c_pass=0.14)
+    assert per_round == pytest.approx(theory.alpha_needed(1.4, 2, 0.07, 1.4))
+    # unreachable: at k = 1 a round yields at most 2 tokens, so a cost of 1.5 steps caps it at 1.33x
+    assert np.isnan(theory.alpha_needed(1.4, 1, 0.1, 1.4))
+    # reached with nothing accepted: a goal at or below 1/cost needs alpha 0
+    assert theory.alpha_needed(0.5, 3, 0.1, 1.0) == 0.0
+    with pytest.raises(ValueError, match="goal"):
+        theory.alpha_needed(-1.0, 2, 0.1)
+
+
 def test_position_alphas_count_each_draft_length_apart():
     # rounds: (drafted, judged, accepted); the scan judges one past the last accepted draft
     drafted, judged, accepted = [2, 2, 10, 10, 0], [2, 1, 10, 10, 0], [1, 0, 10, 9, 0]

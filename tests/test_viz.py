@@ -41,6 +41,8 @@ FIGURES = {
                                                                 [0.009, 0.009, 0.01], ax=ax),
     "plot_cache_lengths": lambda ax: viz_cache.plot_cache_lengths(RESULT, prompt_len=11, ax=ax),
     "plot_tree_and_mask": lambda fig: viz_trees.plot_tree_and_mask(TREE, fig=fig),
+    "plot_parallel_pass": lambda fig: viz_trees.plot_parallel_pass(
+        [0, 1, 2, 3], np.tril(np.ones((4, 4), bool)), 2, fig=fig),
     "plot_tree_sizes": lambda ax: viz_trees.plot_tree_sizes([1, 3, 7], [1.5, 1.8, 2.1], [1.2, 1.1, 0.9],
                                                             ax=ax),
     "plot_drafter_bars": lambda ax: viz_drafters.plot_drafter_bars(ROWS, "speedup", ax=ax),
@@ -61,7 +63,8 @@ FIGURES = {
     "plot_k_over_time": lambda fig: viz_serving.plot_k_over_time(HISTORIES, fig=fig),
 }
 # these take fig=, the others ax=
-MULTI_PANEL = {"plot_tree_and_mask", "plot_batch_flip", "plot_load_flip", "plot_k_over_time"}
+MULTI_PANEL = {"plot_tree_and_mask", "plot_parallel_pass", "plot_batch_flip", "plot_load_flip",
+               "plot_k_over_time"}
 
 
 MODULES = (viz_cache, viz_drafters, viz_roofline, viz_serving, viz_timing, viz_trees)
@@ -146,6 +149,21 @@ def test_tree_plots_draw_headless():
     assert len(fig2.axes[0].lines) == 3
     for f in (fig, fig2):
         plt.close(f)
+
+
+def test_the_parallel_pass_draws_its_mask_and_counts_its_guesses():
+    from specnotes.training import parallel
+
+    positions, see = parallel.block_layout(3, [2], 4)  # 3 committed pairs, then 3 slots at positions 3..5
+    fig = viz_trees.plot_parallel_pass(positions, see, 3)
+    rows, mask = fig.axes
+    assert np.array_equal(mask.images[0].get_array(), see)
+    assert rows.get_title() == "4 guesses from one pass"  # the last pair's output and the 3 slots
+    labels = [t.get_text() for t in rows.texts]
+    assert "mask slot 3  at position 5" in labels and "guesses x7" in labels and "(fills the cache)" in labels
+    with pytest.raises(ValueError, match="pairs"):
+        viz_trees.plot_parallel_pass(positions, see, 0)
+    plt.close(fig)
 
 
 def test_position_plot_counts_the_rounds_behind_each_point():
