@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from specnotes import checks, engine, live_summary, timing
+from specnotes import checks, engine, live_summary, theory, timing
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters.base import Drafter, Wrapper
 from specnotes.drafters.registry import Entry, Parts
@@ -266,3 +266,58 @@ def markdown(rows: list[Row], kind: str | None = None) -> str:
         [r.drafter, r.kind, f"{r.alpha:.2f}", f"{r.tokens_per_call:.2f}", f"{r.draft_ms_per_call:.1f}",
          f"{r.c:.2f}", f"{r.speedup:.2f}×", "" if r.identical is None else ("yes" if r.identical else "NO")]
         for r in rows if kind is None or r.kind == kind])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One drafter against a speedup goal, on the formula's terms (notebook 05): its measured speedup,
+    α, drafts per round and drafting cost per round, the verify pass at that width (plain steps), and the
+    α the formula needs for the goal at that cost (nan: not even α = 1 reaches it)."""
+
+    drafter: str
+    speedup: float
+    alpha: float
+    mean_draft: float  # draft tokens per round
+    c: float  # one round's drafting, in plain steps (Row.c)
+    verify: float  # a verify pass over mean_draft + 1 positions, in plain steps
+    needed: float  # the α that reaches the goal at this round's cost; nan where none does
+    limit: str  # "reaches it", "α" (more acceptance would do) or "cost" (no α would)
+
+
+def verdicts(rows: list[Row], verify_cost, goal: float = 1.4) -> list[Verdict]:
+    """Each row (free_form's, say) against `goal`: what stops a drafter short of it. verify_cost[w] is a
+    verify pass over w positions in plain steps (live.measure_costs' curve, [0, 1, ...]); a round that
+    drafts d tokens on average is priced as the formula's round of k = round(d) (at least 1) drafts, at
+    its measured drafting cost c and verify_cost at d + 1."""
+    v = np.asarray(checks.positive(verify_cost, "verify_cost", zero=True), dtype=float).reshape(-1)
+    if v.size < 2 or v[1] <= 0:
+        raise ValueError(f"verify_cost must be indexed by width, verify_cost[1] > 0; got {verify_cost!r}")
+    goal = checks.positive(goal, "goal", scalar=True)
+    out = []
+    for r in rows:
+        d = r.drafted / max(r.rounds, 1)
+        k = max(1, round(d))
+        verify = float(np.interp(d + 1, np.arange(v.size), v))
+        needed = float(theory.alpha_needed(goal, k, 0.0, verify, c_pass=r.c))
+        limit = "reaches it" if r.speedup >= goal else ("cost" if np.isnan(needed) else "α")
+        out.append(Verdict(r.drafter, r.speedup, r.alpha, d, r.c, verify, needed, limit))
+    return out
+
+
+def markdown_verdicts(found: list[Verdict], goal: float = 1.4) -> str:
+    """The verdicts as a table, then one sentence that names who reaches `goal` and, for the others,
+    the term that stops each."""
+    table = live_summary.markdown_table(
+        [("drafter", "l"), ("speedup", "r"), ("α", "r"), ("drafts/round", "r"), ("c (round)", "r"),
+         ("verify (steps)", "r"), (f"α for {goal:g}×", "r"), ("what stops it", "l")],
+        [[v.drafter, f"{v.speedup:.2f}×", f"{v.alpha:.2f}", f"{v.mean_draft:.2f}", f"{v.c:.2f}",
+          f"{v.verify:.2f}", "none reaches it" if np.isnan(v.needed) else f"{v.needed:.2f}",
+          {"reaches it": "nothing", "α": f"α: {v.alpha:.2f} measured, {v.needed:.2f} needed",
+           "cost": f"cost: c + verify = {v.c + v.verify:.2f} steps a round"}[v.limit]] for v in found])
+    winners = [v for v in found if v.limit == "reaches it"]
+    if winners:
+        line = (f"Reaching {goal:g}× plain: " + ", ".join(
+            f"{v.drafter} ({v.speedup:.2f}×, α {v.alpha:.2f}, c {v.c:.2f})" for v in winners) + ".")
+    else:
+        line = f"None reaches {goal:g}× plain here."
+    return table + "\n" + line + "\n"

@@ -44,14 +44,42 @@ def test_free_form_rows_pool_story_and_qa_only():
     assert free["b"].speedup == pytest.approx(4.0 / 3.3)
 
 
-def test_the_bench_names_only_trained_drafters_with_both_alpha_and_speed():
+def test_the_verdict_names_what_stops_each_drafter_short_of_the_goal():
+    from dataclasses import replace
+
+    base = drafter_table.free_form(RUNS)[1]  # b: α 0.55, one draft a round
+    rows = [replace(base, drafter="fast", speedup=1.5),
+            replace(base, drafter="short-of-alpha", c=0.1, speedup=1.1),
+            replace(base, drafter="too-costly", c=0.5, speedup=0.9)]
+    verify = [0.0, 1.0, 1.2, 1.5]
+    found = {v.drafter: v for v in drafter_table.verdicts(rows, verify, goal=1.4)}
+    assert found["fast"].limit == "reaches it"
+    # one draft a round, a 2-position verify pass of 1.2 steps: (1 + α) / 1.3 >= 1.4 needs α >= 0.82
+    assert found["short-of-alpha"].limit == "α"
+    assert found["short-of-alpha"].verify == pytest.approx(1.2)
+    assert found["short-of-alpha"].needed == pytest.approx(0.82)
+    # at c = 0.5 a round costs 1.7 steps for at most 2 tokens: 1.18x with every draft accepted
+    assert found["too-costly"].limit == "cost" and found["too-costly"].needed != found["too-costly"].needed
+    # the verify pass is read from the curve: a dearer one raises the α needed
+    dearer = drafter_table.verdicts(rows[1:2], [0.0, 1.0, 1.25], goal=1.4)[0]
+    assert dearer.needed == pytest.approx(1.4 * 1.35 - 1)
+    text = drafter_table.markdown_verdicts(list(found.values()), 1.4)
+    assert "Reaching 1.4× plain: fast (1.50×" in text and "α: 0.55 measured, 0.82 needed" in text
+    assert "cost: c + verify = 1.70 steps a round" in text
+    assert "None reaches 1.4× plain here." in drafter_table.markdown_verdicts(
+        [found["short-of-alpha"], found["too-costly"]], 1.4)
+    with pytest.raises(ValueError, match="verify_cost"):
+        drafter_table.verdicts(rows, [0.0], goal=1.4)
+
+
+def test_the_bench_judges_only_the_trained_drafters():
     bench = tool("bench_drafters")
     names = ["prompt-lookup"] * 3 + ["eagle-lite"] * 3  # only the second is a trained drafter
     runs = [drafter_table.Run(**{**vars(r), "drafter": name}) for r, name in zip(RUNS, names, strict=True)]
-    line = bench.best_line(drafter_table.free_form(runs))
-    assert "α ≥ 0.5 and a speedup above 1 on free-form text: eagle-lite." in line
-    slow = [drafter_table.Run(**{**vars(r), "seconds": r.seconds * 2}) for r in runs]
-    assert "free-form text: none." in bench.best_line(drafter_table.free_form(slow))
+    free = drafter_table.free_form(runs)
+    assert {r.drafter for r in free} == {"prompt-lookup", "eagle-lite"}
+    assert bench.free_form_verdict(None, None, free[:1], []) == ([], "")  # no trained drafter: no verdict
+    assert set(bench.TRAINED) >= {"eagle3-lite", "parallel-lite", "eagle-lite", "distilled-draft"}
 
 
 class _Words:

@@ -42,6 +42,7 @@ from specnotes import (
 from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters import registry
 from specnotes.paths import write_atomic
+from specnotes.training import eagle3, parallel
 from specnotes.training.eagle import new_model
 from specnotes.training.early_exit import exit_model
 from specnotes.training.medusa import new_heads
@@ -91,6 +92,12 @@ class _Untrained(registry.Parts):
 
     def eagle(self):
         return self.once("eagle", lambda: new_model(self.target))
+
+    def eagle3(self):
+        return self.once("eagle3", lambda: eagle3.new_model(self.target))
+
+    def parallel(self):
+        return self.once("parallel", lambda: parallel.new_model(self.target))
 
     def exit_adapter(self):
         return {"n_layers": 2, "adapter": self.once("exit", lambda: exit_model(self.target, 2, rank=8))}

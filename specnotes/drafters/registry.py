@@ -42,7 +42,8 @@ EAGLE_GATE = 0.3  # eagle-lite+gate drafts only when its guess has probability >
 PARALLEL_K = 2  # ParallelLite's guesses per round, of the block of 4 it was trained for. On the validation
 # prompts (greedy, 64 tokens, one run of 2026-12-06) k = 2, 3, 4 ran at 1.16x, 0.94x, 0.90x plain: α by
 # position fell from 0.41 to 0.20 after the first guess, so the later slots widened the pass for little.
-# Eagle3Lite keeps EAGLE_K: in the same run its k = 1, 2, 3 gave 1.26x, 1.17x, 0.91x.
+# Eagle3Lite keeps EAGLE_K. That was chosen for its first weights (trained from scratch: k = 1, 2, 3 gave
+# 1.26x, 1.17x, 0.91x in the same run); the committed ones, fine-tuned from EagleLite, were not re-tuned.
 
 
 class Parts:
@@ -114,10 +115,12 @@ ENTRIES: dict[str, Entry] = {
     "parallel-lite": Entry(lambda t, p: ParallelLite(t, model=p.parallel(), k=PARALLEL_K), k=None),
     "engine-no-draft": Entry(lambda t, p: Drafter()),  # drafts nothing: the engine's own overhead
 }
+# the drafter table's rows (notebook 06, make bench)
 TABLE = ("prompt-lookup", "suffix", "lookahead", "early-exit", "early-exit+adapter", "distilled-draft",
-         "medusa", "eagle-lite", "eagle-lite+gate")  # the drafter table's rows (notebook 06, make bench)
+         "medusa", "eagle-lite", "eagle-lite+gate", "eagle3-lite", "parallel-lite")
+# one entry of each drafter family (tools/gpu_smoke.py)
 FAMILIES = ("prompt-lookup", "suffix", "lookahead", "early-exit", "early-exit+adapter", "distilled-draft",
-            "medusa-3-2-2", "eagle-lite")  # one entry of each drafter family (tools/gpu_smoke.py)
+            "medusa-3-2-2", "eagle-lite", "eagle3-lite", "parallel-lite")
 
 
 def entries(names=TABLE, extra: dict[str, Entry] | None = None) -> dict[str, Entry]:
