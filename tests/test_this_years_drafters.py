@@ -97,6 +97,29 @@ def test_the_training_time_test_pass_is_the_drafting_chain(target64):
                 assert torch.allclose(feat[0, 0], trained[j - 1][0, t], atol=1e-10)
 
 
+def test_eagle3_started_from_eaglelite_drafts_as_eaglelite_did_until_it_trains(target64):
+    """Eagle3Lite is EagleLite's successor: built from a trained EagleLite network, with the fusion at its
+    start ([0 | 0 | I]: the last layer's state alone), it predicts what EagleLite predicts; fusion and
+    training-time test are all it adds."""
+    from specnotes.training import eagle
+
+    start = noisy(eagle.new_model(target64)).double()
+    model = eagle3.new_model(target64, start=start).double()
+    gen = torch.Generator().manual_seed(2)
+    d = target64.config.hidden_size
+    states = torch.randn(1, 7, len(model.layers) * d, generator=gen, dtype=torch.float64)
+    tokens = torch.randint(0, 256, (1, 7), generator=gen)
+    with torch.no_grad():
+        mine, _, _ = model(model.features_of(states), tokens, with_logits=False)
+        theirs, _, _ = start(states[..., -d:], tokens, with_logits=False)
+    assert torch.allclose(mine, theirs, atol=1e-10)
+    # a fresh Eagle3Lite (a copy of the target's last layer) does not: the copy is what carried it
+    fresh, _, _ = eagle3.new_model(target64).double()(model.features_of(states), tokens, with_logits=False)
+    assert not torch.allclose(fresh, theirs, atol=1e-3)
+    with pytest.raises(TypeError, match="EagleLite"):
+        eagle3.new_model(target64, start=model)
+
+
 def test_a_parallel_round_runs_its_network_once_whatever_k(tiny):
     model = noisy(parallel.new_model(tiny.target))
     calls = []

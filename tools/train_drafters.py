@@ -12,14 +12,16 @@ states instead; ParallelLite reads the same, and Eagle3Lite the states of its th
 hidden-state pass).
 Budgets: about 3 minutes of teacher pass, 9 minutes for the draft LM, 4 for the adapter and up to 10 for
 the Medusa heads (plus a 2-minute pass for the hidden states); EagleLite needs a 5-minute hidden-state
-pass, then 3000 steps in about 13 minutes, on 2 CPU cores; ParallelLite and Eagle3Lite up to 10 minutes
-each. Without these files, load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target), the
-feature drafters (EagleLite(target) and the others) train quick ones.
+pass, then 3000 steps in about 13 minutes, on 2 CPU cores; ParallelLite up to 10 minutes, and
+Eagle3Lite 1000 steps (about 13 minutes) from EagleLite's committed weights. Without these files,
+load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and the feature drafters
+(EagleLite(target) and the others) train quick ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 import torch
@@ -39,7 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--parallel-steps", type=int, default=1500)
     ap.add_argument("--parallel-seconds", type=float, default=600)
     ap.add_argument("--eagle3-steps", type=int, default=1000)
-    ap.add_argument("--eagle3-seconds", type=float, default=600)
+    ap.add_argument("--eagle3-seconds", type=float, default=2400)  # a cap; 1000 steps take about 13 min
+    ap.add_argument("--eagle3-lr", type=float, default=1e-3)  # fine-tuning EagleLite's layer: half its rate
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -72,12 +75,17 @@ def main(argv=None) -> int:
                                    save_to=path)
         print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
-    for name, module, train, steps, seconds in (
-            ("parallel", parallel, parallel.train_parallel, args.parallel_steps, args.parallel_seconds),
-            ("eagle3", eagle3, eagle3.train_eagle3, args.eagle3_steps, args.eagle3_seconds)):
+    feature = {  # name -> (module, how to train it, steps, seconds)
+        "parallel": (parallel, lambda: parallel.train_parallel, args.parallel_steps, args.parallel_seconds),
+        # EAGLE-3's changes on top of EagleLite: it starts from EagleLite's committed layer (trained just
+        # above when every drafter is trained)
+        "eagle3": (eagle3, lambda: functools.partial(eagle3.train_eagle3, start=eagle.load_eagle(target),
+                                                     lr=args.eagle3_lr),
+                   args.eagle3_steps, args.eagle3_seconds)}
+    for name, (module, trainer, steps, seconds) in feature.items():
         if args.only in (None, name):
             path = module.committed_path()
-            _, log = train(target, steps=steps, seconds=seconds, save_to=path)
+            _, log = trainer()(target, steps=steps, seconds=seconds, save_to=path)
             print(f"{name}: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
                   f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
     return 0

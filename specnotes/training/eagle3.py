@@ -10,8 +10,11 @@ target's feature one position on, with the true next token, and guesses one toke
 same again. Step j's row for position t attends to the target-fed rows up to t and to its own chain's
 rows (steps 2..j at t), which is what the drafting pass sees when it chains its own guesses (ttt_layout).
 The loss is KD only: EAGLE-3 drops EagleLite's feature-regression term, so the output is free to be
-whatever helps the next guess. The fusion starts as [0 | 0 | I] (EagleLite's feature) and EagleLite's
-layer as a copy of the target's last, so training starts where EagleLite started.
+whatever helps the next guess. The fusion starts as [0 | 0 | I] (EagleLite's feature). The committed
+weights start from EagleLite's trained layer and projection (`start`, tools/train_drafters.py), so
+Eagle3Lite is EagleLite's successor: whatever it gains on EagleLite is what fusing three layers and
+training on its own guesses added. Without `start` the layer starts as a copy of the target's last, as
+EagleLite's did (the quick fallback trains that way).
 """
 
 from __future__ import annotations
@@ -55,9 +58,23 @@ class Eagle3Model(EagleModel):
         return self.fuse(states.to(self.fuse.weight.dtype))
 
 
-def new_model(target) -> Eagle3Model:
-    """An untrained Eagle3Lite network around `target`, on its device and in its dtype."""
-    return follow(target, Eagle3Model(target))
+def new_model(target, start: EagleModel | None = None) -> Eagle3Model:
+    """An untrained Eagle3Lite network around `target`, on its device and in its dtype; with `start` (a
+    trained EagleModel of the same sizes) its layer and input projection are copies of start's."""
+    model = follow(target, Eagle3Model(target))
+    if start is not None:
+        if type(start) is not EagleModel:
+            raise TypeError(f"start must be an EagleLite network (training.eagle.EagleModel), got "
+                            f"{type(start).__name__}")
+        own = {n: p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("fuse.")}
+        theirs = dict(start.named_parameters())
+        misfit = [n for n, p in own.items() if n not in theirs or theirs[n].shape != p.shape]
+        if misfit:
+            raise ValueError(f"start: an EagleLite network of other sizes (no match for {misfit[:3]})")
+        with torch.no_grad():
+            for n, p in own.items():
+                p.copy_(theirs[n])
+    return model
 
 
 def committed_path() -> Path:
@@ -82,10 +99,11 @@ def ttt_layout(n: int, steps: int = STEPS) -> tuple[np.ndarray, np.ndarray]:
 
 def train_eagle3(target, steps: int = 1000, seconds: float | None = None, data=None,
                  vocab: int | None = VOCAB, batch: int = 8, lr: float = 2e-3, ttt: int = STEPS,
-                 save_to: Path | None = None, progress: bool = True):
+                 start: EagleModel | None = None, save_to: Path | None = None, progress: bool = True):
     """Fit Eagle3Lite on windows of `data` (default EagleLite's train_windows()), in fp32, by training-time
-    test over `ttt` steps (ttt=1: the fused feature alone, no test on its own outputs). Returns (model,
-    TrainLog)."""
+    test over `ttt` steps (ttt=1: the fused feature alone, no test on its own outputs), from `start`'s
+    layer and projection (a trained EagleLite network, training.eagle.load_eagle) or, with None, from a
+    copy of the target's last layer. Returns (model, TrainLog)."""
     ttt = checks.whole(ttt, "ttt (training-time-test steps)", scalar=True)
     d_model = target.config.hidden_size
 
@@ -115,8 +133,10 @@ def train_eagle3(target, steps: int = 1000, seconds: float | None = None, data=N
             return total / count.clamp_min(1)
         return loss_fn
 
-    return train_features(target, new_model, make_loss, steps, seconds, data, vocab, batch, lr,
-                          "training Eagle3Lite", save_to, {"ttt": ttt}, progress,
+    build = functools.partial(new_model, start=start)
+    return train_features(target, build, make_loss, steps, seconds, data, vocab, batch, lr,
+                          "training Eagle3Lite", save_to, {"ttt": ttt, "start": "eagle-lite" if start
+                                                           is not None else "target's last layer"}, progress,
                           layers=fused_layers(target.config.num_hidden_layers))
 
 
