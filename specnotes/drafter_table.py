@@ -281,7 +281,9 @@ class Verdict:
     c: float  # one round's drafting, in plain steps (Row.c)
     verify: float  # a verify pass over mean_draft + 1 positions, in plain steps
     needed: float  # the α that reaches the goal at this round's cost; nan where none does
-    limit: str  # "reaches it", "α" (more acceptance would do) or "cost" (no α would)
+    # "reaches it"; "α" (more acceptance would do); "cost" (no α would); "the rest" (its α meets the formula's
+    # need, so what the formula leaves out stops it: α falling by position, the loop's own cost per round)
+    limit: str
 
 
 def verdicts(rows: list[Row], verify_cost, goal: float = 1.4) -> list[Verdict]:
@@ -299,7 +301,8 @@ def verdicts(rows: list[Row], verify_cost, goal: float = 1.4) -> list[Verdict]:
         k = max(1, round(d))
         verify = float(np.interp(d + 1, np.arange(v.size), v))
         needed = float(theory.alpha_needed(goal, k, 0.0, verify, c_pass=r.c))
-        limit = "reaches it" if r.speedup >= goal else ("cost" if np.isnan(needed) else "α")
+        limit = ("reaches it" if r.speedup >= goal else "cost" if np.isnan(needed)
+                 else "α" if r.alpha < needed else "the rest")
         out.append(Verdict(r.drafter, r.speedup, r.alpha, d, r.c, verify, needed, limit))
     return out
 
@@ -313,7 +316,9 @@ def markdown_verdicts(found: list[Verdict], goal: float = 1.4) -> str:
         [[v.drafter, f"{v.speedup:.2f}×", f"{v.alpha:.2f}", f"{v.mean_draft:.2f}", f"{v.c:.2f}",
           f"{v.verify:.2f}", "none reaches it" if np.isnan(v.needed) else f"{v.needed:.2f}",
           {"reaches it": "nothing", "α": f"α: {v.alpha:.2f} measured, {v.needed:.2f} needed",
-           "cost": f"cost: c + verify = {v.c + v.verify:.2f} steps a round"}[v.limit]] for v in found])
+           "cost": f"cost: c + verify = {v.c + v.verify:.2f} steps a round",
+           "the rest": f"not α ({v.alpha:.2f} ≥ {v.needed:.2f}): α's fall by position and the loop's "
+                       "cost per round"}[v.limit]] for v in found])
     winners = [v for v in found if v.limit == "reaches it"]
     if winners:
         line = (f"Reaching {goal:g}× plain: " + ", ".join(

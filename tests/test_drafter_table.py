@@ -60,6 +60,11 @@ def test_the_verdict_names_what_stops_each_drafter_short_of_the_goal():
     assert found["short-of-alpha"].needed == pytest.approx(0.82)
     # at c = 0.5 a round costs 1.7 steps for at most 2 tokens: 1.18x with every draft accepted
     assert found["too-costly"].limit == "cost" and found["too-costly"].needed != found["too-costly"].needed
+    # α enough by the formula, yet short of the goal: what the formula leaves out is named instead
+    decays = replace(base, drafter="decays", c=0.1, alpha=0.9, speedup=1.2)
+    rest = drafter_table.verdicts([decays], verify, 1.4)[0]
+    assert rest.limit == "the rest" and rest.needed == pytest.approx(0.82)
+    assert "not α (0.90 ≥ 0.82)" in drafter_table.markdown_verdicts([rest], 1.4)
     # the verify pass is read from the curve: a dearer one raises the α needed
     dearer = drafter_table.verdicts(rows[1:2], [0.0, 1.0, 1.25], goal=1.4)[0]
     assert dearer.needed == pytest.approx(1.4 * 1.35 - 1)

@@ -85,7 +85,9 @@ def main() -> int:
         "What stops each one, on notebook 05's formula: a round of round(drafts/round) drafts at the "
         "measured α, its measured drafting cost c, and a verify pass over that many positions + 1 "
         "(measured on this machine, in plain steps). \"α\": the formula reaches the goal at the α in "
-        "the table, at this cost. \"cost\": no α does, at this draft length.\n\n"
+        "the table, at this cost. \"cost\": no α does, at this draft length. \"not α\": the measured α meets "
+        "the formula's need, so what the formula leaves out stops it (α falling by position, the loop's cost "
+        "per round).\n\n"
         + verdict
     )
     write_atomic(out / "drafters.md", text)
