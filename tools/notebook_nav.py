@@ -103,18 +103,23 @@ GUIDE = {
         ("derive the expected tokens per target pass and check it against simulation",
          "predict the speedup from α, k and c, and find the best k with sliders",
          "measure a real draft's cost c, and handle an α that depends on the position",
+         "price a parallel drafter's one pass per round against k chain steps, and find the α that 1.4× "
+         "needs from this machine's measured verify cost",
          "check the positional formula against an engine's synthetic-acceptance knob",
          "see what block verification adds to the formula, on the toy and on SmolLM2"),
         "notebooks 02 and 03.",
-        12, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
+        13, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
     "06_drafters": Guide(
         "The drafter family: where the guesses come from", "Drafters",
         ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
          "train small drafters on a CPU, and verify a candidate tree in one pass (Medusa, EagleLite)",
-         "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task"),
+         "see this year's two ideas run: fused features (Eagle3Lite) and a block of guesses in one pass "
+         "(ParallelLite), with α by draft position",
+         "compare every drafter by α, tokens per pass, draft cost and speedup, per kind of task, greedy "
+         "and sampled, and name what stops each one short of 1.4×"),
         "notebooks 02 (the engine and its trace), 03 (the rejection rule) and 05 (α, k, c and the "
         "speedup formula).",
-        15, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
+        30, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
     "07_live_timings": Guide(
         "Live timings: transformers and our engine side by side, predicted against measured",
         "Live timings",
