@@ -21,13 +21,17 @@ load_distilled_draft(), EarlyExit(adapter="trained"), Medusa(target) and the fea
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 import torch
 
 from specnotes import distill, models
 from specnotes.training import distilled, eagle, eagle3, early_exit, medusa, parallel
+
+
+def report(name: str, path, log) -> None:
+    print(f"{name}: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
+          f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
 
 
 def main(argv=None) -> int:
@@ -75,19 +79,16 @@ def main(argv=None) -> int:
                                    save_to=path)
         print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
               f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
-    feature = {  # name -> (module, how to train it, steps, seconds)
-        "parallel": (parallel, lambda: parallel.train_parallel, args.parallel_steps, args.parallel_seconds),
+    if args.only in (None, "parallel"):
+        report("parallel", parallel.committed_path(), parallel.train_parallel(
+            target, steps=args.parallel_steps, seconds=args.parallel_seconds,
+            save_to=parallel.committed_path())[1])
+    if args.only in (None, "eagle3"):
         # EAGLE-3's changes on top of EagleLite: it starts from EagleLite's committed layer (trained just
         # above when every drafter is trained)
-        "eagle3": (eagle3, lambda: functools.partial(eagle3.train_eagle3, start=eagle.load_eagle(target),
-                                                     lr=args.eagle3_lr),
-                   args.eagle3_steps, args.eagle3_seconds)}
-    for name, (module, trainer, steps, seconds) in feature.items():
-        if args.only in (None, name):
-            path = module.committed_path()
-            _, log = trainer()(target, steps=steps, seconds=seconds, save_to=path)
-            print(f"{name}: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-                  f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+        report("eagle3", eagle3.committed_path(), eagle3.train_eagle3(
+            target, steps=args.eagle3_steps, seconds=args.eagle3_seconds, lr=args.eagle3_lr,
+            start=eagle.load_eagle(target), save_to=eagle3.committed_path())[1])
     return 0
 
 
