@@ -19,7 +19,7 @@ from specnotes.decode import plain_generate, prompt_ids
 from specnotes.drafters.base import Drafter, Wrapper
 from specnotes.drafters.registry import Entry, Parts
 from specnotes.env import progress_bar
-from specnotes.metrics import Acceptance
+from specnotes.metrics import Acceptance, first_and_rest
 from specnotes.placement import device_of
 from specnotes.prompts import FREE_FORM, KINDS
 
@@ -74,6 +74,12 @@ class Row:
     reached: list[int] = field(default_factory=list)  # rounds behind per_position[i]: their scan reached i
     rounds: int = 0  # verification passes (one per round)
     drafted: int = 0  # draft tokens proposed over those rounds (a drafter may propose none in a round)
+    kept: list[int] = field(default_factory=list)  # of the rounds in reached[i], those that kept position i
+
+    @property
+    def first_and_rest(self) -> tuple[float, float]:
+        """(α at draft position 1, α pooled over the later positions): metrics.first_and_rest."""
+        return first_and_rest(self.reached, self.kept)
 
 
 PLAIN = "plain"  # the table's baseline mode: plain decoding, which every drafter is measured against
@@ -190,7 +196,8 @@ def table(runs: list[Run]) -> list[Row]:
                 c_per_token=draft_s / max(acc.drafted, 1) / step_s,
                 speedup=plain_s / sum(r.seconds for r in sel),
                 identical=all(same) if same else None,
-                reached=list(acc.judged_at), rounds=int(calls), drafted=acc.drafted))
+                reached=list(acc.judged_at), rounds=int(calls), drafted=acc.drafted,
+                kept=list(acc.kept_at)))
     return rows
 
 

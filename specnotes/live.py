@@ -10,9 +10,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from specnotes import checks, models, timing
+from specnotes import checks, drafter_table, models, timing
 from specnotes.decode import prompt_ids
-from specnotes.drafter_table import engine_mode
 from specnotes.drafters import registry
 from specnotes.env import default_device, default_dtype, dtype_name, environment, model_facts
 from specnotes.live_summary import NEGATIVE_OVERHEAD, Costs, Record, markdown_table, summarize
@@ -110,7 +109,8 @@ def modes(target, draft, k: int = 3, max_new_tokens: int = 64, extra: bool = Tru
 
     def own(name):  # a registry entry at its own engine k, with k as the run's
         entry = registry.ENTRIES[name]
-        return engine_mode(target, entry.factory(target, parts), max_new_tokens, entry.engine_k(k))
+        return drafter_table.engine_mode(target, entry.factory(target, parts), max_new_tokens,
+                                         entry.engine_k(k))
 
     out = {
         "plain": hf(),
@@ -151,6 +151,17 @@ def measure_costs(target, ids, max_width: int, context_extra: int = 32, repeats:
     curve = np.interp(np.arange(max_width + 1), grid, med) / med[0]
     curve[0] = 0.0
     return Costs(times["prefill"].median, med[0], curve.tolist())
+
+
+def verdicts(target, ids, rows: list[drafter_table.Row], goal: float = 1.4,
+             repeats: int = 5) -> list[drafter_table.Verdict]:
+    """drafter_table.verdicts for `rows` against `goal`, with the verify-cost curve measured here, at the
+    context of the prompt `ids`, for widths up to the longest mean draft a round + 2 (measure_costs)."""
+    if not rows:
+        return []
+    widest = max(2, max(round(r.drafted / max(r.rounds, 1)) for r in rows) + 2)
+    costs = measure_costs(target, ids, widest, repeats=repeats)
+    return drafter_table.verdicts(rows, costs.verify, goal)
 
 
 def run(p: Plan | None = None, max_new_tokens: int = 64, repeats: int = 3, k: int = 3,

@@ -35,6 +35,16 @@ def _mean(values) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def first_and_rest(judged_at, kept_at) -> tuple[float, float]:
+    """(kept_at[0] / judged_at[0], sum(kept_at[1:]) / sum(judged_at[1:])): α at the first draft position
+    and pooled over the later ones (nan where none was judged)."""
+    judged, kept = (np.asarray(v, dtype=float).reshape(-1) for v in (judged_at, kept_at))
+    if judged.shape != kept.shape:
+        raise ValueError(f"judged_at and kept_at need one count per position each; got {judged.size} and "
+                         f"{kept.size}")
+    return _ratio(kept[:1].sum(), judged[:1].sum()), _ratio(kept[1:].sum(), judged[1:].sum())
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """Counts summed over rounds (one generation or many); None where the source does not hold them.
@@ -205,6 +215,12 @@ class Acceptance:
         none did)."""
         judged, kept = self.position_counts
         return kept / np.maximum(judged, 1)
+
+    @property
+    def first_and_rest(self) -> tuple[float, float]:
+        """(α at draft position 1, α pooled over the positions after it), each among the rounds whose scan
+        reached them: where a drafter's acceptance falls with depth (nan where no round reached them)."""
+        return first_and_rest(self.judged_at, self.kept_at)
 
     @property
     def per_request(self) -> tuple[Acceptance, ...]:

@@ -72,6 +72,20 @@ def alpha_needed(goal, k, c, verify=1.0, c_pass=0.0):
     return np.where(free, 0.0, np.where(reachable, hi, np.nan))[()]
 
 
+def alpha_needed_best_k(goal, ks, c=0.0, verify=1.0, c_pass=0.0):
+    """(alpha, k): over the draft lengths `ks` (a 1-D array, the last axis), the least alpha_needed and the
+    k that needs it (the smallest such k on ties). verify may hold one cost per k (a measured curve at k + 1
+    positions) on that same last axis. Where no k reaches the goal: alpha nan and k 0."""
+    ks = np.asarray(checks.whole(ks, "ks"))
+    if ks.ndim != 1 or ks.size == 0:
+        raise ValueError(f"ks must be a 1-D array of draft lengths; got shape {ks.shape}")
+    need = np.asarray(alpha_needed(goal, ks, c, verify, c_pass))
+    none = np.isnan(need).all(axis=-1)
+    i = np.argmin(np.where(np.isnan(need), np.inf, need), axis=-1)
+    alpha = np.where(none, np.nan, np.take_along_axis(need, i[..., None], axis=-1)[..., 0])
+    return alpha[()], np.where(none, 0, ks[i])[()]
+
+
 def acceptance_rate(p, q):
     """alpha of the rejection rule: sum of min(p, q) over the last axis, = 1 - TV(p, q)."""
     p, q = checks.distribution(p, "p"), checks.distribution(q, "q")

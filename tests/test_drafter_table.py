@@ -34,6 +34,7 @@ def test_rows_add_up_counts_and_times_before_taking_ratios():
     # the counts behind the rates: rounds, drafts proposed, rounds whose scan reached each position
     assert (rows["b", "all"].rounds, rows["b", "all"].drafted, rows["b", "all"].reached) == (30, 30, [30])
     assert (rows["a", "story"].rounds, rows["a", "story"].drafted) == (10, 10)
+    assert rows["b", "all"].kept == [14] and rows["b", "all"].first_and_rest[0] == pytest.approx(14 / 30)
 
 
 def test_free_form_rows_pool_story_and_qa_only():

@@ -365,6 +365,20 @@ def test_measure_costs_can_measure_at_the_prompts_own_context():
     assert len(costs.verify) == 4 and costs.verify[1] == 1.0 and costs.step_s > 0
 
 
+def test_verdicts_price_each_row_at_its_own_draft_width_on_a_curve_measured_wide_enough():
+    from dataclasses import replace
+
+    from specnotes import drafter_table
+
+    row = drafter_table.Row("d", "free-form", 0.5, [0.5], 1.5, 1.0, 0.1, 0.05, 1.1, True, rounds=10,
+                            drafted=10)
+    long = replace(row, drafter="long", drafted=40)  # 4 drafts a round: verified at width 5
+    found = live.verdicts(TINY, IDS, [row, long], goal=1.4, repeats=1)
+    assert [v.drafter for v in found] == ["d", "long"] and [round(v.mean_draft) for v in found] == [1, 4]
+    assert all(v.verify > 0 and v.limit in ("reaches it", "α", "cost", "the rest") for v in found)
+    assert live.verdicts(TINY, IDS, [], goal=1.4) == []
+
+
 COSTS = {"copy": [live_summary.Costs(0.1, 0.05, [0, 1, 1.2])]}
 GOOD = [fake("plain", "copy", 0, 2.0, [1, 2]), fake("fast", "copy", 0, 1.0, [1, 2])]
 

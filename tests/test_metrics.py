@@ -71,6 +71,9 @@ def test_per_position_counts_are_the_rounds_whose_scan_reached_each_position():
     assert judged.tolist() == [4, 3, 1] and kept.tolist() == [3, 2, 1]
     assert m.per_position_acceptance.tolist() == pytest.approx([3 / 4, 2 / 3, 1.0])
     assert m.mean_draft == pytest.approx(11 / 4)
+    # position 1 alone, then positions 2 and 3 pooled by their counts (3 of 4), not their rates' mean
+    assert m.first_and_rest == pytest.approx((3 / 4, 3 / 4))
+    assert Acceptance(1, 1, 1, 0, 1, None, (1,), (0,)).first_and_rest[1] != 0.0  # nan: nothing after 1
 
 
 def test_a_tree_round_records_the_tokens_it_proposed_beside_the_line_it_judged():

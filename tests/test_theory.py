@@ -114,6 +114,24 @@ def test_alpha_needed_inverts_the_speedup_and_names_an_unreachable_goal():
         theory.alpha_needed(-1.0, 2, 0.1)
 
 
+def test_alpha_needed_best_k_takes_the_least_need_over_k_per_row():
+    ks, curve = np.arange(1, 7), np.array([1.07, 1.2, 1.35, 1.5, 1.6, 1.76])  # verify at k + 1 positions
+    costs = np.array([[0.0], [0.07], [0.6]])
+    alpha, k = theory.alpha_needed_best_k(1.4, ks, costs, curve)
+    full = theory.alpha_needed(1.4, ks, costs, curve)  # (3, 6)
+    assert alpha.shape == k.shape == (3,)
+    for row in range(2):  # reachable rows: the minimum over k, at the k that attains it
+        assert alpha[row] == np.nanmin(full[row]) and k[row] == ks[np.nanargmin(full[row])]
+        assert theory.speedup(alpha[row], k[row], costs[row, 0], curve[k[row] - 1]) == pytest.approx(1.4)
+    assert alpha[1] > alpha[0]  # a dearer draft needs more acceptance
+    # c = 0.6 per guess: k guesses cost more than the k + 1 tokens they can yield at any k here
+    assert np.all(np.isnan(full[2])) and np.isnan(alpha[2]) and k[2] == 0
+    a1, k1 = theory.alpha_needed_best_k(1.4, [2], 0.07, 1.4)  # one k: alpha_needed itself
+    assert a1 == pytest.approx(theory.alpha_needed(1.4, 2, 0.07, 1.4)) and k1 == 2
+    with pytest.raises(ValueError, match="1-D"):
+        theory.alpha_needed_best_k(1.4, np.ones((2, 2), dtype=int), 0.07)
+
+
 def test_position_alphas_count_each_draft_length_apart():
     # rounds: (drafted, judged, accepted); the scan judges one past the last accepted draft
     drafted, judged, accepted = [2, 2, 10, 10, 0], [2, 1, 10, 10, 0], [1, 0, 10, 9, 0]

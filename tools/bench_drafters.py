@@ -28,15 +28,13 @@ GOAL = 1.4  # the free-form verdict's bar: a clear win on text with no earlier c
 
 
 def free_form_verdict(target, tokenizer, free: list[drafter_table.Row], prompts: list[dict]) -> tuple:
-    """The trained drafters on free-form text against GOAL: (verdicts, markdown). The verify-cost curve
-    is measured on the first free-form prompt, widths up to the longest draft + 1."""
+    """The trained drafters on free-form text against GOAL: (verdicts, markdown), with the verify-cost
+    curve measured on the first free-form prompt (live.verdicts)."""
     trained = [r for r in free if r.drafter in TRAINED]
     if not trained:
         return [], ""
     text = next(p["text"] for p in prompts if p["kind"] in FREE_FORM)
-    widest = max(2, max(round(r.drafted / max(r.rounds, 1)) for r in trained) + 2)
-    costs = live.measure_costs(target, prompt_ids(tokenizer, text), widest)
-    found = drafter_table.verdicts(trained, costs.verify, GOAL)
+    found = live.verdicts(target, prompt_ids(tokenizer, text), trained, GOAL)
     return found, drafter_table.markdown_verdicts(found, GOAL)
 
 
