@@ -153,7 +153,10 @@ def test_training_lowers_both_losses_and_leaves_the_target_alone(tiny, tmp_path,
                                      anchors=4, progress=False)
     assert np.mean(log.losses[-5:]) < 0.9 * np.mean(log.losses[:5])
     _, log = eagle3.train_eagle3(tiny.target, steps=30, data=data, vocab=None, batch=4, lr=3e-3,
-                                 progress=False)
+                                 step_weight=0.5, save_to=tmp_path / "e3.safetensors", progress=False)
+    from specnotes import weights
+
+    assert weights.load(eagle3.new_model(tiny.target), tmp_path / "e3.safetensors")["step_weight"] == "0.5"
     assert np.mean(log.losses[-5:]) < 0.9 * np.mean(log.losses[:5])
     assert all(torch.equal(p, before[n]) for n, p in tiny.target.state_dict().items())
 
@@ -171,6 +174,9 @@ def test_bad_settings_are_refused_by_name(tiny, tmp_path, monkeypatch):
         parallel.new_model(tiny.target, block=1)
     with pytest.raises(ValueError, match="too short"):
         parallel.train_parallel(tiny.target, steps=1, data=_short_windows(), vocab=None, progress=False)
+    with pytest.raises(ValueError, match="step_weight"):
+        eagle3.train_eagle3(tiny.target, steps=1, data=_short_windows(), vocab=None, step_weight=0.0,
+                            progress=False)
 
 
 def _short_windows():

@@ -46,7 +46,12 @@ def main(argv=None) -> int:
     ap.add_argument("--parallel-seconds", type=float, default=600)
     ap.add_argument("--eagle3-steps", type=int, default=1000)
     ap.add_argument("--eagle3-seconds", type=float, default=2400)  # a cap; 1000 steps take about 13 min
-    ap.add_argument("--eagle3-lr", type=float, default=1e-3)  # fine-tuning EagleLite's layer: half its rate
+    ap.add_argument("--eagle3-lr", type=float, default=5e-4)  # fine-tuning EagleLite: a quarter of its rate
+    # each training-time-test step's loss weighs this much less than the one before: the first guess, which
+    # every round makes, counts most (at 1, the first guess got worse than EagleLite's)
+    ap.add_argument("--eagle3-step-weight", type=float, default=0.5)
+    # EagleLite's pull of the predicted state toward the target's, kept (EAGLE-3 drops it)
+    ap.add_argument("--eagle3-feature-weight", type=float, default=0.1)
     ap.add_argument("--pydoc-windows", type=int, default=300)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
@@ -88,7 +93,9 @@ def main(argv=None) -> int:
         # above when every drafter is trained)
         report("eagle3", eagle3.committed_path(), eagle3.train_eagle3(
             target, steps=args.eagle3_steps, seconds=args.eagle3_seconds, lr=args.eagle3_lr,
-            start=eagle.load_eagle(target), save_to=eagle3.committed_path())[1])
+            step_weight=args.eagle3_step_weight, feature_weight=args.eagle3_feature_weight,
+            start=eagle.load_eagle(target),
+            save_to=eagle3.committed_path())[1])
     return 0
 
 

@@ -99,12 +99,18 @@ def ttt_layout(n: int, steps: int = STEPS) -> tuple[np.ndarray, np.ndarray]:
 
 def train_eagle3(target, steps: int = 1000, seconds: float | None = None, data=None,
                  vocab: int | None = VOCAB, batch: int = 8, lr: float = 2e-3, ttt: int = STEPS,
-                 start: EagleModel | None = None, save_to: Path | None = None, progress: bool = True):
+                 step_weight: float = 1.0, feature_weight: float = 0.0, start: EagleModel | None = None,
+                 save_to: Path | None = None, progress: bool = True):
     """Fit Eagle3Lite on windows of `data` (default EagleLite's train_windows()), in fp32, by training-time
-    test over `ttt` steps (ttt=1: the fused feature alone, no test on its own outputs), from `start`'s
-    layer and projection (a trained EagleLite network, training.eagle.load_eagle) or, with None, from a
-    copy of the target's last layer. Returns (model, TrainLog)."""
+    test over `ttt` steps (ttt=1: the fused feature alone, no test on its own outputs), with step j's
+    loss weighted step_weight ** (j - 1) (below 1: the first guess, which every round makes, counts most)
+    and, with feature_weight > 0, EagleLite's smooth-L1 pull of each step's output toward the target's
+    state added to its KD term (0: KD alone, as EAGLE-3),
+    from `start`'s layer and projection (a trained EagleLite network, training.eagle.load_eagle) or, with
+    None, from a copy of the target's last layer. Returns (model, TrainLog)."""
     ttt = checks.whole(ttt, "ttt (training-time-test steps)", scalar=True)
+    step_weight = checks.positive(step_weight, "step_weight", scalar=True)
+    feature_weight = checks.positive(feature_weight, "feature_weight", zero=True, scalar=True)
     d_model = target.config.hidden_size
 
     def make_loss(model, d):
@@ -125,18 +131,23 @@ def train_eagle3(target, steps: int = 1000, seconds: float | None = None, data=N
                                         with_logits=False, attention_mask=attn[..., rows, :j * n])
                 # the next step reads this step's own output; the target's distribution of token t+j+1
                 # comes from its last state at t+j (the last of the fused layers)
+                truth = states[:, j:j + n, -d_model:]
                 with torch.no_grad():
-                    teacher = torch.softmax(states[:, j:j + n, -d_model:] @ d.head.T, -1)
+                    teacher = torch.softmax(truth @ d.head.T, -1)
                 per_row = -(teacher * torch.log_softmax(feats @ d.head.T, -1)).sum(-1)
-                valid = valid_all[:, j:j + n]
-                total, count = total + (per_row * valid).sum(), count + valid.sum()
+                if feature_weight:
+                    per_row = per_row + feature_weight * torch.nn.functional.smooth_l1_loss(
+                        feats, truth, reduction="none").mean(-1)
+                valid, w = valid_all[:, j:j + n], step_weight ** (j - 1)
+                total, count = total + w * (per_row * valid).sum(), count + w * valid.sum()
             return total / count.clamp_min(1)
         return loss_fn
 
     build = functools.partial(new_model, start=start)
+    recipe = {"ttt": ttt, "step_weight": step_weight, "feature_weight": feature_weight,
+              "start": "eagle-lite" if start is not None else "target's last layer"}
     return train_features(target, build, make_loss, steps, seconds, data, vocab, batch, lr,
-                          "training Eagle3Lite", save_to, {"ttt": ttt, "start": "eagle-lite" if start
-                                                           is not None else "target's last layer"}, progress,
+                          "training Eagle3Lite", save_to, recipe, progress,
                           layers=fused_layers(target.config.num_hidden_layers))
 
 
