@@ -61,8 +61,14 @@ lint: install
 chromium:
 	@bash .ci/install-chromium
 
+# The tests run on every core (pytest-xdist, a file per worker, one torch thread each: two torch processes
+# with a thread per core each would slow each other tenfold); the notebooks after them, alone on the
+# machine, since their quick-mode time budget is what a learner's laptop sees.
+WORKERS ?= auto
 test: model lint chromium
-	$(CI_ENV) $(PY) -m pytest tests notebooks $(NBVAL) --durations=20
+	$(CI_ENV) OMP_NUM_THREADS=1 $(PY) -m pytest tests -n $(WORKERS) --maxprocesses 4 --dist loadfile \
+		--durations=20
+	$(CI_ENV) $(PY) -m pytest notebooks $(NBVAL) --durations=10
 
 # no network (the hub switched off; the tests that download or build venvs are marked slow), no root, no
 # browser: for contributors before a commit. Once .venv and the model exist, it needs nothing else.

@@ -31,6 +31,10 @@ def test_make_check_deselects_the_slow_tests_and_make_test_runs_everything():
     check = re.search(r"^check:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
     test = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
     assert '-m "not slow"' in check and "HF_HUB_OFFLINE=1" in check
-    assert "pytest tests notebooks" in check and "pytest tests notebooks" in test
+    assert "pytest tests notebooks" in check
+    # make test: the tests on every core, then the notebooks alone (their time budget is a laptop's)
+    assert "pytest tests -n" in test and "pytest notebooks $(NBVAL)" in test
+    assert "OMP_NUM_THREADS=1" in test.split("pytest notebooks")[0]  # one torch thread per test worker
+    assert "OMP_NUM_THREADS" not in test.split("pytest notebooks")[1]
     assert "not slow" not in test and "slow" not in test.split("pytest", 1)[1]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
