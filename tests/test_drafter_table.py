@@ -88,6 +88,23 @@ def test_the_bench_judges_only_the_trained_drafters():
     assert set(bench.TRAINED) >= {"eagle3-lite", "parallel-lite", "eagle-lite", "distilled-draft"}
 
 
+def test_the_bench_names_the_closest_drafter_to_three_decimals_when_none_reaches_the_goal(monkeypatch):
+    from dataclasses import replace
+
+    bench = tool("bench_drafters")
+    base = drafter_table.free_form(RUNS)[1]
+    rows = [replace(base, drafter="eagle-lite", speedup=1.3976), replace(base, drafter="medusa", speedup=0.8)]
+    monkeypatch.setattr(bench, "prompt_ids", lambda tokenizer, text: None)
+    monkeypatch.setattr(bench.live, "verdicts", lambda target, ids, found, goal: drafter_table.verdicts(
+        found, [0.0, 1.0, 1.1, 1.2], goal))
+    free = [{"kind": "story", "text": "a story"}]
+    _, text = bench.free_form_verdict(None, None, rows, free)
+    # the table prints 1.40×, so the sentence says how far short it is
+    assert "| eagle-lite | 1.40× |" in text and "The closest is eagle-lite, at 1.398× plain" in text
+    _, text = bench.free_form_verdict(None, None, [replace(rows[0], speedup=1.5)], free)
+    assert "Reaching 1.4× plain: eagle-lite" in text and "closest" not in text
+
+
 class _Words:
     """A tokenizer of the tiny model: each word's length is its token id (no chat template)."""
 

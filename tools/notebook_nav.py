@@ -119,7 +119,7 @@ GUIDE = {
          "and sampled, and name what stops each one short of 1.4×"),
         "notebooks 02 (the engine and its trace), 03 (the rejection rule) and 05 (α, k, c and the "
         "speedup formula).",
-        30, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
+        26, 40, "where the guesses come from: every drafter family on one target", quick_minutes=2),
     "07_live_timings": Guide(
         "Live timings: transformers and our engine side by side, predicted against measured",
         "Live timings",
