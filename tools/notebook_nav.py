@@ -108,7 +108,7 @@ GUIDE = {
          "check the positional formula against an engine's synthetic-acceptance knob",
          "see what block verification adds to the formula, on the toy and on SmolLM2"),
         "notebooks 02 and 03.",
-        13, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
+        14, 40, "tokens per pass, the speedup formula, and the best k, with sliders", quick_minutes=2),
     "06_drafters": Guide(
         "The drafter family: where the guesses come from", "Drafters",
         ("run prompt lookup, suffix decoding, lookahead, early exit and a distilled draft on one target",
