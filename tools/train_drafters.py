@@ -30,8 +30,9 @@ from specnotes.training import distilled, eagle, eagle3, early_exit, medusa, par
 
 
 def report(name: str, path, log) -> None:
+    """One line per trained drafter: steps, seconds, first loss -> the mean of the last 20, where it went."""
     print(f"{name}: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-          f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+          f"{log.summary()['final_loss']:.2f}; wrote {path}")
 
 
 def main(argv=None) -> int:
@@ -62,40 +63,35 @@ def main(argv=None) -> int:
         distill.teacher_targets(target, data.inputs)
     if args.only in (None, "draft"):
         path = distilled.committed_path()
-        _, log = distilled.train_distilled_draft(target, steps=int(args.draft_seconds / 1.3),
-                                                 seconds=args.draft_seconds, data=data, save_to=path)
-        print(f"draft: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+        report("draft", path, distilled.train_distilled_draft(
+            target, steps=int(args.draft_seconds / 1.3), seconds=args.draft_seconds, data=data,
+            save_to=path)[1])
     if args.only in (None, "exit"):
         path = early_exit.committed_path(4)
-        _, log = early_exit.train_exit_adapter(target, 4, steps=int(args.exit_seconds / 0.8),
-                                               seconds=args.exit_seconds, data=data, save_to=path)
-        print(f"exit adapter: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+        report("exit adapter", path, early_exit.train_exit_adapter(
+            target, 4, steps=int(args.exit_seconds / 0.8), seconds=args.exit_seconds, data=data,
+            save_to=path)[1])
     if args.only in (None, "medusa"):
         path = medusa.committed_path(3)
-        _, log = medusa.train_medusa(target, 3, steps=int(args.medusa_seconds / 0.8),
-                                     seconds=args.medusa_seconds, data=data, save_to=path)
-        print(f"medusa heads: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+        report("medusa heads", path, medusa.train_medusa(
+            target, 3, steps=int(args.medusa_seconds / 0.8), seconds=args.medusa_seconds, data=data,
+            save_to=path)[1])
     if args.only in (None, "eagle"):
         path = eagle.committed_path()
-        _, log = eagle.train_eagle(target, steps=args.eagle_steps, seconds=args.eagle_seconds,
-                                   save_to=path)
-        print(f"EagleLite: {log.steps} steps in {log.seconds:.0f} s, loss {log.losses[0]:.2f} -> "
-              f"{sum(log.losses[-20:]) / 20:.2f}; wrote {path}")
+        report("EagleLite", path, eagle.train_eagle(
+            target, steps=args.eagle_steps, seconds=args.eagle_seconds, save_to=path)[1])
     if args.only in (None, "parallel"):
-        report("parallel", parallel.committed_path(), parallel.train_parallel(
-            target, steps=args.parallel_steps, seconds=args.parallel_seconds,
-            save_to=parallel.committed_path())[1])
+        path = parallel.committed_path()
+        report("parallel", path, parallel.train_parallel(
+            target, steps=args.parallel_steps, seconds=args.parallel_seconds, save_to=path)[1])
     if args.only in (None, "eagle3"):
         # EAGLE-3's changes on top of EagleLite: it starts from EagleLite's committed layer (trained just
         # above when every drafter is trained)
-        report("eagle3", eagle3.committed_path(), eagle3.train_eagle3(
+        path = eagle3.committed_path()
+        report("eagle3", path, eagle3.train_eagle3(
             target, steps=args.eagle3_steps, seconds=args.eagle3_seconds, lr=args.eagle3_lr,
             step_weight=args.eagle3_step_weight, feature_weight=args.eagle3_feature_weight,
-            start=eagle.load_eagle(target),
-            save_to=eagle3.committed_path())[1])
+            start=eagle.load_eagle(target), save_to=path)[1])
     return 0
 
 
