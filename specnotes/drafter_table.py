@@ -77,6 +77,11 @@ class Row:
     kept: list[int] = field(default_factory=list)  # of the rounds in reached[i], those that kept position i
 
     @property
+    def mean_draft(self) -> float:
+        """Draft tokens proposed per round (per verification pass)."""
+        return self.drafted / max(self.rounds, 1)
+
+    @property
     def first_and_rest(self) -> tuple[float, float]:
         """(α at draft position 1, α pooled over the later positions): metrics.first_and_rest."""
         return first_and_rest(self.reached, self.kept)
@@ -304,7 +309,7 @@ def verdicts(rows: list[Row], verify_cost, goal: float = 1.4) -> list[Verdict]:
     goal = checks.positive(goal, "goal", scalar=True)
     out = []
     for r in rows:
-        d = r.drafted / max(r.rounds, 1)
+        d = r.mean_draft
         k = max(1, round(d))
         verify = float(np.interp(d + 1, np.arange(v.size), v))
         needed = float(theory.alpha_needed(goal, k, 0.0, verify, c_pass=r.c))

@@ -159,7 +159,7 @@ def verdicts(target, ids, rows: list[drafter_table.Row], goal: float = 1.4,
     context of the prompt `ids`, for widths up to the longest mean draft a round + 2 (measure_costs)."""
     if not rows:
         return []
-    widest = max(2, max(round(r.drafted / max(r.rounds, 1)) for r in rows) + 2)
+    widest = max(2, max(round(r.mean_draft) for r in rows) + 2)
     costs = measure_costs(target, ids, widest, repeats=repeats)
     return drafter_table.verdicts(rows, costs.verify, goal)
 
