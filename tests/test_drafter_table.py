@@ -72,8 +72,8 @@ def test_the_verdict_names_what_stops_each_drafter_short_of_the_goal():
     text = drafter_table.markdown_verdicts(list(found.values()), 1.4)
     assert "Reaching 1.4× plain: fast (1.50×" in text and "α: 0.55 measured, 0.82 needed" in text
     assert "cost: c + verify = 1.70 steps a round" in text
-    assert "None reaches 1.4× plain here." in drafter_table.markdown_verdicts(
-        [found["short-of-alpha"], found["too-costly"]], 1.4)
+    assert "None reaches 1.4× plain here; the closest is short-of-alpha, at 1.100× plain" in (
+        drafter_table.markdown_verdicts([found["short-of-alpha"], found["too-costly"]], 1.4))
     with pytest.raises(ValueError, match="verify_cost"):
         drafter_table.verdicts(rows, [0.0], goal=1.4)
 
@@ -88,7 +88,7 @@ def test_the_bench_judges_only_the_trained_drafters():
     assert set(bench.TRAINED) >= {"eagle3-lite", "parallel-lite", "eagle-lite", "distilled-draft"}
 
 
-def test_the_bench_names_the_closest_drafter_to_three_decimals_when_none_reaches_the_goal(monkeypatch):
+def test_the_verdict_names_the_closest_drafter_to_three_decimals_when_none_reaches_the_goal(monkeypatch):
     from dataclasses import replace
 
     bench = tool("bench_drafters")
@@ -100,7 +100,7 @@ def test_the_bench_names_the_closest_drafter_to_three_decimals_when_none_reaches
     free = [{"kind": "story", "text": "a story"}]
     _, text = bench.free_form_verdict(None, None, rows, free)
     # the table prints 1.40×, so the sentence says how far short it is
-    assert "| eagle-lite | 1.40× |" in text and "The closest is eagle-lite, at 1.398× plain" in text
+    assert "| eagle-lite | 1.40× |" in text and "the closest is eagle-lite, at 1.398× plain" in text
     _, text = bench.free_form_verdict(None, None, [replace(rows[0], speedup=1.5)], free)
     assert "Reaching 1.4× plain: eagle-lite" in text and "closest" not in text
 

@@ -35,11 +35,7 @@ def free_form_verdict(target, tokenizer, free: list[drafter_table.Row], prompts:
         return [], ""
     prompt = next(p["text"] for p in prompts if p["kind"] in FREE_FORM)
     found = live.verdicts(target, prompt_ids(tokenizer, prompt), trained, GOAL)
-    text = drafter_table.markdown_verdicts(found, GOAL)
-    if not any(v.limit == "reaches it" for v in found):  # the tables round: 1.3975 prints as 1.40
-        closest = max(found, key=lambda v: v.speedup)
-        text += f"The closest is {closest.drafter}, at {closest.speedup:.3f}× plain in this one run.\n"
-    return found, text
+    return found, drafter_table.markdown_verdicts(found, GOAL)
 
 
 def main() -> int:
